@@ -1,0 +1,1 @@
+"""Producer side of ttsfarm: submit text jobs to the farm and follow them by id."""

@@ -1,0 +1,169 @@
+"""Job messages and results: frozen dataclasses that travel as JSON (never pickle)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Final
+
+from ttsfarm.errors import InvalidInput, UnsupportedFormat
+
+MAX_TEXT_CHARS: Final = 200_000
+"""Longest text one job accepts (about 3.5 hours of speech). Split longer works into
+chapters (``ttsfarm audiobook``); the bound keeps every job well inside the broker's
+visibility timeout."""
+
+DEFAULT_VOICE: Final = "joe"
+DEFAULT_FORMAT: Final = "wav"
+
+AUDIO_FORMATS: Final[dict[str, tuple[str, str]]] = {
+    "wav": ("WAV", "PCM_16"),
+    "flac": ("FLAC", "PCM_16"),
+    "mp3": ("MP3", "MPEG_LAYER_III"),
+    "ogg": ("OGG", "VORBIS"),
+}
+"""Output formats: name -> (libsndfile container, subtype)."""
+
+CONTENT_TYPES: Final[dict[str, str]] = {
+    "wav": "audio/wav",
+    "flac": "audio/flac",
+    "mp3": "audio/mpeg",
+    "ogg": "audio/ogg",
+}
+
+
+def check_format(name: str) -> str:
+    """Return the canonical format name, or raise :class:`UnsupportedFormat`."""
+    canonical = name.lower().lstrip(".")
+    if canonical not in AUDIO_FORMATS:
+        known = ", ".join(AUDIO_FORMATS)
+        raise UnsupportedFormat(f"unknown audio format {name!r}: use one of {known}")
+    return canonical
+
+
+def check_text(text: str) -> str:
+    """Return the text if a job can take it, or raise :class:`InvalidInput`."""
+    if not text or not text.strip():
+        raise InvalidInput("the text is empty: give some words to speak")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInput(
+            f"the text has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
+            "per job: split it (for example into chapters with `ttsfarm audiobook`)"
+        )
+    return text
+
+
+def new_job_id() -> str:
+    """A fresh, unique job id."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """How to speak: the voice and its settings. Items that share these can share a batch."""
+
+    voice: str = DEFAULT_VOICE
+    """Voice name (see ``ttsfarm voices``) or path to a Piper ``.onnx`` file."""
+
+    speaker: int | None = None
+    """Speaker id for multi-speaker voices; ``None`` means the voice's default."""
+
+    length_scale: float | None = None
+    """Speaking rate: above 1 is slower, below 1 faster; ``None`` takes the voice's value."""
+
+    noise_scale: float | None = None
+    """Generator noise; ``None`` takes the voice's value, 0 makes output deterministic."""
+
+    noise_w: float | None = None
+    """Phoneme duration noise; ``None`` takes the voice's value."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SynthesisOptions:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One text to turn into one audio file."""
+
+    text: str
+    options: SynthesisOptions = field(default_factory=SynthesisOptions)
+    format: str = DEFAULT_FORMAT
+    job_id: str = field(default_factory=new_job_id)
+
+    def __post_init__(self) -> None:
+        check_text(self.text)
+        object.__setattr__(self, "format", check_format(self.format))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "text": self.text,
+            "format": self.format,
+            "options": self.options.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
+        return cls(
+            text=data["text"],
+            options=SynthesisOptions.from_dict(data.get("options", {})),
+            format=data.get("format", DEFAULT_FORMAT),
+            job_id=data["job_id"],
+        )
+
+
+@dataclass(frozen=True)
+class SegmentTiming:
+    """Where one piece of the source text sits in the audio, in seconds."""
+
+    text: str
+    start: float
+    end: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SegmentTiming:
+        return cls(text=data["text"], start=float(data["start"]), end=float(data["end"]))
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a finished job produced and where it is."""
+
+    job_id: str
+    location: str
+    """Where the audio is: a local path, or an ``s3://bucket/key`` URI."""
+    url: str | None
+    """A URL to fetch the audio (presigned for S3); ``None`` for local files."""
+    format: str
+    sample_rate: int
+    duration: float
+    size: int
+    sha256: str
+    segments: tuple[SegmentTiming, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["segments"] = [s.to_dict() for s in self.segments]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        return cls(
+            job_id=data["job_id"],
+            location=data["location"],
+            url=data.get("url"),
+            format=data["format"],
+            sample_rate=int(data["sample_rate"]),
+            duration=float(data["duration"]),
+            size=int(data["size"]),
+            sha256=data["sha256"],
+            segments=tuple(SegmentTiming.from_dict(s) for s in data["segments"]),
+        )

@@ -1,0 +1,123 @@
+"""Settings: one frozen object built at the edge from a config file and ``TTSFARM_*`` variables.
+
+Precedence, highest first: environment variables, the config file, the defaults below.
+The config file is ``$TTSFARM_CONFIG`` if set, else ``configs/ttsfarm.toml`` in the current
+folder if it exists. Everything below the CLI and the worker start takes plain arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Final
+
+from ttsfarm.errors import InvalidInput
+
+ENV_PREFIX: Final = "TTSFARM_"
+DEFAULT_CONFIG_PATH: Final = Path("configs") / "ttsfarm.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ttsfarm reads from its environment."""
+
+    broker_url: str | None = None
+    """Celery broker, e.g. ``redis://127.0.0.1:6379/0``. Unset: jobs run in-process."""
+    result_backend: str | None = None
+    """Where job states and results are kept; defaults to the broker."""
+    storage_url: str = "ttsfarm-output"
+    """``s3://bucket/prefix`` or a local folder for finished audio."""
+    s3_endpoint_url: str | None = None
+    """For MinIO and other S3-compatible stores; unset means AWS."""
+    s3_region: str | None = None
+    s3_create_bucket: bool = False
+    """Create the bucket at worker start if it does not exist."""
+    presign_seconds: int = 7 * 24 * 3600
+    """Lifetime of the presigned URL in a result; 0 gives a plain URL."""
+    voice: str = "joe"
+    """Default voice name, or the path of a Piper ``.onnx`` file."""
+    voices_dir: str | None = None
+    """Extra folder of Piper voices (``NAME.onnx`` + ``NAME.onnx.json``)."""
+    provider: str = "auto"
+    """``auto`` (GPU if there is one), ``cuda`` or ``cpu``."""
+    gpu: int = 0
+    """The GPU a worker is pinned to."""
+    cpu_threads: int = 0
+    """ONNX Runtime threads on CPU; 0 means one per core."""
+    max_batch: int = 8
+    max_wait_ms: float = 80.0
+    max_phoneme_ids: int = 400
+    max_padded_ids: int | None = None
+    """Cap on batch size times longest item, in phoneme ids; unset means no cap."""
+    concurrency: int = 16
+    """Jobs one worker runs at a time; their segments share batches."""
+    queue: str = "ttsfarm"
+    temp_dir: str | None = None
+
+    @property
+    def farm_mode(self) -> bool:
+        return bool(self.broker_url)
+
+    @property
+    def backend_url(self) -> str | None:
+        return self.result_backend or self.broker_url
+
+    @classmethod
+    def load(
+        cls, environ: Mapping[str, str] | None = None, config_path: str | Path | None = None
+    ) -> Settings:
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        path = config_path or environ.get(f"{ENV_PREFIX}CONFIG")
+        if path is None and DEFAULT_CONFIG_PATH.is_file():
+            path = DEFAULT_CONFIG_PATH
+        if path is not None:
+            values.update(_read_config(Path(path)))
+        for spec in fields(cls):
+            raw = environ.get(ENV_PREFIX + spec.name.upper())
+            if raw is not None:
+                values[spec.name] = raw
+        return cls(**{name: _convert(name, value) for name, value in values.items()})
+
+    def replace(self, **changes: Any) -> Settings:
+        from dataclasses import replace
+
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_TYPES: Final = {f.name: str(f.type) for f in fields(Settings)}
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInput(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidInput(f"config file {path} is not valid TOML: {error}") from None
+    table = data.get("ttsfarm", data)
+    unknown = sorted(set(table) - set(_TYPES))
+    if unknown:
+        raise InvalidInput(f"config file {path}: unknown settings {', '.join(unknown)}")
+    return dict(table)
+
+
+def _convert(name: str, value: Any) -> Any:
+    if name not in _TYPES:
+        raise InvalidInput(f"unknown setting {name!r}")
+    kind = _TYPES[name]
+    if value == "" and "None" in kind:
+        return None
+    try:
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+        if kind == "bool":
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    except (TypeError, ValueError):
+        raise InvalidInput(f"setting {ENV_PREFIX}{name.upper()}={value!r} is not a valid {kind}") from None
+    return value

@@ -1,0 +1,67 @@
+"""Where finished audio goes: a local folder, or S3-compatible storage (see ``ttsfarm.s3``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ttsfarm.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """Where an uploaded file now lives."""
+
+    location: str
+    """A local path or an ``s3://bucket/key`` URI."""
+    url: str | None
+    """A URL a client can fetch it from, if the backend has one."""
+
+
+class Storage(Protocol):
+    """A place to put finished audio under a key, atomically: whole or not at all."""
+
+    def put(self, source: Path, key: str, content_type: str, sha256: str) -> StoredObject: ...
+
+    def fetch(self, key: str, target: Path) -> None: ...
+
+    def exists(self, key: str, sha256: str | None = None) -> bool: ...
+
+
+class LocalStorage:
+    """Files under one folder; writes go to a temp file first, then are renamed into place."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise ValueError(f"storage key {key!r} leaves the storage folder")
+        return path
+
+    def put(self, source: Path, key: str, content_type: str = "", sha256: str = "") -> StoredObject:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+            os.close(handle)
+        except OSError as error:
+            raise InvalidInput(f"cannot write to {target.parent}: {error.strerror}") from None
+        try:
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+        except OSError as error:
+            Path(partial).unlink(missing_ok=True)
+            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+        return StoredObject(location=str(target), url=None)
+
+    def fetch(self, key: str, target: Path) -> None:
+        shutil.copyfile(self._path(key), target)
+
+    def exists(self, key: str, sha256: str | None = None) -> bool:
+        return self._path(key).is_file()

