@@ -36,7 +36,9 @@ def main(ctx: click.Context, verbose: int) -> None:
     ctx.obj = Settings.load()
 
 
-def options_from(voice: str | None, speaker: int | None, length_scale: float | None, settings: Settings) -> SynthesisOptions:
+def options_from(
+    voice: str | None, speaker: int | None, length_scale: float | None, settings: Settings
+) -> SynthesisOptions:
     return SynthesisOptions(voice=voice or settings.voice, speaker=speaker, length_scale=length_scale)
 
 
@@ -114,7 +116,9 @@ def voices(settings: Settings) -> None:
 
     for voice in list_voices(settings.voices_dir):
         speakers = f"{voice.num_speakers} speakers" if voice.num_speakers > 1 else "1 speaker"
-        click.echo(f"{voice.name:<16} {voice.language:<6} {voice.sample_rate} Hz  {speakers}  {voice.model_path}")
+        click.echo(
+            f"{voice.name:<16} {voice.language:<6} {voice.sample_rate} Hz  {speakers}  {voice.model_path}"
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,7 @@ def check_format(name: str) -> str:
     canonical = name.lower().lstrip(".")
     if canonical not in AUDIO_FORMATS:
         known = ", ".join(AUDIO_FORMATS)
-        raise UnsupportedFormat(f"unknown audio format {name!r}: use one of {known}")
+        raise UnsupportedFormat(f"unknown audio format {canonical!r}: use one of {known}")
     return canonical
 
 

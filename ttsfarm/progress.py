@@ -8,9 +8,12 @@ from tqdm import tqdm
 
 
 class _Progress(Protocol):
-    segments_done: int
-    segments_total: int
-    audio_seconds: float
+    @property
+    def segments_done(self) -> int: ...
+    @property
+    def segments_total(self) -> int: ...
+    @property
+    def audio_seconds(self) -> float: ...
 
 
 class ProgressBar:

@@ -46,7 +46,7 @@ class SegmentWriter:
         self.frames += len(wave)
         timing = SegmentTiming(text, start / self.sample_rate, self.frames / self.sample_rate)
         self.timings.append(timing)
-        pause = int(round(pause_after * self.sample_rate))
+        pause = round(pause_after * self.sample_rate)
         if pause:
             self._file.write(np.zeros(pause, dtype=np.float32))
             self.frames += pause
@@ -63,9 +63,12 @@ class SegmentWriter:
 def encode(source: Path, target: Path, audio_format: str) -> None:
     """Encode a WAV file into ``audio_format`` block by block."""
     container, subtype = AUDIO_FORMATS[audio_format]
-    with sf.SoundFile(source) as src, sf.SoundFile(
-        target, "w", samplerate=src.samplerate, channels=src.channels, format=container, subtype=subtype
-    ) as dst:
+    with (
+        sf.SoundFile(source) as src,
+        sf.SoundFile(
+            target, "w", samplerate=src.samplerate, channels=src.channels, format=container, subtype=subtype
+        ) as dst,
+    ):
         for block in src.blocks(blocksize=ENCODE_BLOCK_FRAMES, dtype="float32"):
             dst.write(block)
 

@@ -172,9 +172,15 @@ class Batcher:
                 best_start, best_spread = start, spread
         batch = compatible[best_start : best_start + size]
         if self.max_padded_ids is not None:
-            while len(batch) > 1 and len(batch) * max(len(p.item.phoneme_ids) for p in batch) > self.max_padded_ids:
+            while (
+                len(batch) > 1
+                and len(batch) * max(len(p.item.phoneme_ids) for p in batch) > self.max_padded_ids
+            ):
                 # drop the item farthest from the oldest in length, never the oldest itself
-                far = max((p for p in batch if p is not oldest), key=lambda p: abs(len(p.item.phoneme_ids) - len(oldest.item.phoneme_ids)))
+                far = max(
+                    (p for p in batch if p is not oldest),
+                    key=lambda p: abs(len(p.item.phoneme_ids) - len(oldest.item.phoneme_ids)),
+                )
                 batch.remove(far)
         return batch
 
@@ -224,10 +230,7 @@ class Batcher:
         scales = pending.key[1]
         left, right = split_phoneme_ids(pending.item.phoneme_ids, pending.voice)
         log.warning("out of memory on one segment: splitting it in two")
-        waves = [
-            engine.run([EngineItem(part, pending.item.speaker_id)], scales)[0]
-            for part in (left, right)
-        ]
+        waves = [engine.run([EngineItem(part, pending.item.speaker_id)], scales)[0] for part in (left, right)]
         return np.concatenate(waves)
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -29,7 +29,7 @@ Provider = Literal["auto", "cuda", "cpu"]
 PAD_ID: Final = 0
 """Phoneme id used to right-pad shorter items in a batch (Piper's ``_``)."""
 
-WARMUP_PHONEMES: Final = "həlˈoʊ."
+WARMUP_PHONEMES: Final = "h\u0259l\u02c8o\u028a."  # "hello." in IPA
 """A short utterance run once at load, so kernels and memory pools are ready."""
 
 OUT_OF_MEMORY_MARKERS: Final = (
@@ -89,9 +89,9 @@ def expose_durations(model: onnx.ModelProto) -> str:
     ceil_outputs = [out for node in model.graph.node if node.op_type == "Ceil" for out in node.output]
     if len(ceil_outputs) != 1:
         raise ValueError(f"expected one Ceil node in a Piper voice, found {len(ceil_outputs)}")
-    name = ceil_outputs[0]
+    name = str(ceil_outputs[0])
     if all(output.name != name for output in model.graph.output):
-        model.graph.output.append(onnx.helper.ValueInfoProto(name=name))
+        model.graph.output.append(onnx.ValueInfoProto(name=name))
     return name
 
 

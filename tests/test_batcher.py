@@ -1,0 +1,139 @@
+"""The dynamic batcher with the real engine; out-of-memory is injected at the runtime edge."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from tests.conftest import DETERMINISTIC
+from worker.batcher import Batcher, split_phoneme_ids
+from worker.engine import Engine, EngineItem, EngineOutOfMemory, Scales
+from worker.phonemes import Phonemizer
+from worker.voices import Voice
+
+TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] + [
+    "Short.",
+    "A much longer sentence that rambles on about the river, the mill and the ferry boat.",
+]
+
+
+class LimitedMemoryEngine:
+    """The real engine behind a runtime that runs out of memory past a batch budget,
+    the way CUDA does on a full GPU (the only thing faked here)."""
+
+    def __init__(self, engine: Engine, max_items: int, max_ids: int = 10_000) -> None:
+        self.engine, self.max_items, self.max_ids = engine, max_items, max_ids
+        self.voice = engine.voice
+        self.provider = engine.provider
+        self.calls: list[int] = []
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        self.calls.append(len(items))
+        if len(items) > self.max_items or max(len(i.phoneme_ids) for i in items) > self.max_ids:
+            raise EngineOutOfMemory("CUDA failure 2: out of memory")
+        return self.engine.run(items, scales)
+
+
+def submit_all(
+    batcher: Batcher, voice: Voice, phonemizer: Phonemizer, texts: list[str], scales: Scales = DETERMINISTIC
+) -> list[np.ndarray]:
+    futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), scales) for t in texts]
+    return [f.result(timeout=120) for f in futures]
+
+
+def test_concurrent_jobs_share_batches(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+    results: dict[int, np.ndarray] = {}
+
+    def job(n: int) -> None:
+        results[n] = batcher.submit(voice, EngineItem(phonemizer.ids(TEXTS[n])), DETERMINISTIC).result(120)
+
+    with Batcher(lambda v: engine, max_batch=8, max_wait=0.2) as batcher:
+        threads = [threading.Thread(target=job, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(results) == 8
+    assert batcher.stats.mean_batch_size > 1
+    alone = engine.run([EngineItem(phonemizer.ids(TEXTS[3]))], DETERMINISTIC)[0]
+    assert len(results[3]) == len(alone)
+
+
+def test_batches_group_by_scales_and_respect_max(
+    engine: Engine, voice: Voice, phonemizer: Phonemizer
+) -> None:
+    slow = Scales(0.0, 1.4, 0.0)
+    with Batcher(lambda v: engine, max_batch=4, max_wait=0.3) as batcher:
+        futures = [
+            batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC if n % 2 else slow)
+            for n, t in enumerate(TEXTS[:8])
+        ]
+        waves = [f.result(120) for f in futures]
+    assert max(batcher.stats.batch_sizes) <= 4
+    assert batcher.stats.batches >= 2
+    same_text_normal = engine.run([EngineItem(phonemizer.ids(TEXTS[0]))], DETERMINISTIC)[0]
+    assert len(waves[0]) > 1.2 * len(same_text_normal)  # slow item was not run at normal scales
+
+
+def test_similar_lengths_go_together(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+    texts = [
+        "Hi.",
+        "Yes.",
+        "No.",
+        "Ok.",
+        TEXTS[13],
+        TEXTS[13] + " Again.",
+        TEXTS[13] + " More.",
+        TEXTS[13] + " Yes.",
+    ]
+    gate = threading.Event()
+    with Batcher(lambda v: (gate.wait(), engine)[1], max_batch=4, max_wait=0.5) as batcher:
+        futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in texts]
+        gate.set()
+        for f in futures:
+            f.result(120)
+    assert batcher.stats.batch_sizes == [4, 4]
+    assert batcher.stats.padding_ratio < 0.25
+
+
+def test_out_of_memory_halves_the_batch(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+    limited = LimitedMemoryEngine(engine, max_items=2)
+    with Batcher(lambda v: limited, max_batch=8, max_wait=0.3) as batcher:  # type: ignore[arg-type,return-value]
+        waves = submit_all(batcher, voice, phonemizer, TEXTS[:8])
+    assert limited.calls[:3] == [8, 4, 2]
+    assert all(len(w) > 0 for w in waves)
+
+
+def test_out_of_memory_on_one_long_item_splits_it(
+    engine: Engine, voice: Voice, phonemizer: Phonemizer
+) -> None:
+    long_text = TEXTS[13] + " " + TEXTS[13]
+    ids = phonemizer.ids(long_text)
+    limited = LimitedMemoryEngine(engine, max_items=8, max_ids=len(ids) - 10)
+    with Batcher(lambda v: limited, max_batch=8, max_wait=0.05) as batcher:  # type: ignore[arg-type,return-value]
+        short, long_wave = submit_all(batcher, voice, phonemizer, ["Fine.", long_text])
+    whole = engine.run([EngineItem(ids)], DETERMINISTIC)[0]
+    assert 0.85 < len(long_wave) / len(whole) < 1.15
+    assert len(short) > 0
+
+
+def test_item_that_cannot_fit_fails_alone(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+    limited = LimitedMemoryEngine(engine, max_items=8, max_ids=40)
+    with Batcher(lambda v: limited, max_batch=8, max_wait=0.2) as batcher:  # type: ignore[arg-type,return-value]
+        ok = batcher.submit(voice, EngineItem(phonemizer.ids("Hi.")), DETERMINISTIC)
+        bad = batcher.submit(voice, EngineItem(phonemizer.ids(TEXTS[13])), DETERMINISTIC)
+        assert len(ok.result(60)) > 0
+        with pytest.raises(EngineOutOfMemory):
+            bad.result(60)
+
+
+def test_split_phoneme_ids_cuts_at_a_word_gap(voice: Voice, phonemizer: Phonemizer) -> None:
+    ids = phonemizer.ids("one two three four")
+    left, right = split_phoneme_ids(ids, voice)
+    assert left[:2] == ids[:2] and right[-1] == ids[-1]
+    space = voice.phoneme_id_map[" "][0]
+    assert left[-2] != space and right[2] != space
+    assert len(left) + len(right) == len(ids) + 1  # lost the gap and its pad; gained EOS, BOS, pad

@@ -1,0 +1,57 @@
+"""The engine on the real voice: batched output equals one-by-one output, trimmed exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.conftest import DETERMINISTIC
+from worker.engine import Engine, EngineItem, expose_durations
+from worker.phonemes import Phonemizer
+
+SENTENCES = [
+    "Hi.",
+    "The town of Ellery sat at the bend of a slow brown river.",
+    "Children learned to swim off the wooden dock behind the post office, and their parents "
+    "pretended not to notice.",
+    "Not everyone was pleased.",
+]
+
+
+def test_batched_equals_one_by_one(engine: Engine, phonemizer: Phonemizer) -> None:
+    items = [EngineItem(phonemizer.ids(s)) for s in SENTENCES]
+    alone = [engine.run([item], DETERMINISTIC)[0] for item in items]
+    together = engine.run(items, DETERMINISTIC)
+    for single, batched in zip(alone, together, strict=True):
+        assert len(batched) == len(single)  # exact length: no padding tail left
+        assert np.max(np.abs(batched - single)) < 1e-3
+    longest = max(len(w) for w in together)
+    assert any(len(w) < longest for w in together)  # shorter items really were trimmed
+
+
+def test_length_is_durations_times_hop(engine: Engine, phonemizer: Phonemizer) -> None:
+    wave = engine.run([EngineItem(phonemizer.ids("Good evening."))], DETERMINISTIC)[0]
+    assert len(wave) % engine.voice.hop_length == 0
+    assert 0.5 < len(wave) / engine.voice.sample_rate < 2.0
+    assert wave.dtype == np.float32
+
+
+def test_slower_length_scale_gives_longer_audio(engine: Engine, phonemizer: Phonemizer) -> None:
+    item = EngineItem(phonemizer.ids("Speak slowly, please."))
+    normal = engine.run([item], DETERMINISTIC)[0]
+    slow = engine.run([item], DETERMINISTIC.__class__(0.0, 1.5, 0.0))[0]
+    assert 1.3 < len(slow) / len(normal) < 1.7
+
+
+def test_reports_provider_and_warms_up(engine: Engine) -> None:
+    assert engine.provider == "CPUExecutionProvider"
+    assert engine.warmup_seconds > 0
+
+
+def test_expose_durations_is_idempotent(voice) -> None:  # type: ignore[no-untyped-def]
+    import onnx
+
+    model = onnx.load(str(voice.model_path))
+    first = expose_durations(model)
+    outputs = len(model.graph.output)
+    assert expose_durations(model) == first
+    assert len(model.graph.output) == outputs == 2

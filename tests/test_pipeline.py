@@ -1,0 +1,103 @@
+"""The job pipeline end to end on the real voice: audio, timings, temp files, memory."""
+
+from __future__ import annotations
+
+import resource
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.jobs import JobRequest, SynthesisOptions
+from ttsfarm.storage import LocalStorage
+from worker.pipeline import Synthesizer
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery.txt"
+FAST = SynthesisOptions(length_scale=0.5, noise_scale=0.0, noise_w=0.0)
+
+
+@pytest.mark.parametrize("audio_format", ["wav", "flac", "mp3", "ogg"])
+def test_formats_decode_to_the_stated_duration(
+    synthesizer: Synthesizer, tmp_path: Path, audio_format: str
+) -> None:
+    request = JobRequest("The ferry carried farmers across the water. Then it stopped.", format=audio_format)
+    result = synthesizer.synthesize(request, LocalStorage(tmp_path), f"out.{audio_format}")
+    audio, rate = sf.read(result.location)
+    assert rate == result.sample_rate == 22050
+    assert abs(len(audio) / rate - result.duration) < 0.1  # mp3 adds encoder padding
+    assert Path(result.location).stat().st_size == result.size
+    assert len(result.sha256) == 64
+
+
+def test_audio_is_speech_with_clean_joins(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    result = synthesizer.synthesize(JobRequest(text), LocalStorage(tmp_path), "ellery.wav")
+    audio, rate = sf.read(result.location, dtype="float32")
+    words = len(text.split())
+    assert 0.2 < result.duration / words < 0.5  # ordinary speaking rate: 120-300 words a minute
+    assert 0.2 < np.abs(audio).max() <= 0.98  # audible, never clipped
+    assert result.segments[0].text.startswith("The town of Ellery")
+    for before, after in zip(result.segments, result.segments[1:], strict=False):
+        assert before.end <= after.start
+        gap = audio[int(before.end * rate) + 1 : int(after.start * rate) - 1]
+        assert len(gap) > 0.1 * rate and not gap.any()  # a real pause of digital silence
+        join = audio[int(before.end * rate) - 20 : int(before.end * rate) + 20]
+        assert np.abs(np.diff(join)).max() < 0.05  # faded: no click at the join
+    assert abs(result.segments[-1].end - result.duration) < 1e-6  # nothing cut off at the end
+
+
+def test_temp_files_removed_after_success_and_failure(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from worker.batcher import Batcher
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    with Batcher(lambda v: engine) as batcher:
+        synthesizer = Synthesizer(batcher, temp_dir=str(temp))
+        synthesizer.synthesize(JobRequest("Hello there."), LocalStorage(tmp_path / "out"), "a.wav")
+        assert list(temp.iterdir()) == []
+        blocked = tmp_path / "not-a-folder"
+        blocked.write_text("a file where the storage folder should be")
+        with pytest.raises(InvalidInput, match="cannot write"):
+            synthesizer.synthesize(JobRequest("Hello again."), LocalStorage(blocked), "b.wav")
+        assert list(temp.iterdir()) == []
+        with pytest.raises(Cancelled):
+            synthesizer.synthesize(
+                JobRequest("One. Two. Three."),
+                LocalStorage(tmp_path / "out"),
+                "c.wav",
+                cancelled=lambda: True,
+            )
+        assert list(temp.iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.wav"]
+
+
+def test_progress_is_reported(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    seen = []
+    synthesizer.synthesize(
+        JobRequest("One. Two. Three."), LocalStorage(tmp_path), "p.wav", progress=seen.append
+    )
+    assert [p.segments_done for p in seen] == [1, 2, 3]
+    assert seen[-1].fraction == 1.0
+
+
+def test_fifty_thousand_characters_with_flat_memory(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    base = EXAMPLE.read_text()
+    text = ("\n\n".join([base] * 30))[:50_000]
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    tracemalloc.start()
+    try:
+        result = synthesizer.synthesize(JobRequest(text, options=FAST), LocalStorage(tmp_path), "long.flac")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
+    audio_bytes = result.duration * result.sample_rate * 4
+    assert result.duration > 1000  # over 16 minutes of speech
+    # Holding the audio would take ~150 MB; the segments' phoneme ids alone take a few MB.
+    assert peak < 0.12 * audio_bytes, f"Python peak {peak / 2**20:.0f} MiB"
+    assert rss_growth < 0.5 * audio_bytes, f"RSS grew {rss_growth / 2**20:.0f} MiB"
+    with sf.SoundFile(result.location) as f:
+        assert abs(f.frames / f.samplerate - result.duration) < 0.01

@@ -1,0 +1,57 @@
+"""Normalisation and segmentation with the real espeak-ng phonemizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.phonemes import Phonemizer
+from worker.text import PAUSE_PARAGRAPH, PAUSE_SENTENCE, Segmenter, normalize
+
+
+def test_normalize_collapses_space_and_keeps_paragraphs() -> None:
+    text = "  One\tline\r\ncontinues.\r\n\r\n\x07Second   paragraph.\u00a0 "
+    assert normalize(text) == "One line continues.\n\nSecond paragraph."
+
+
+def test_segments_keep_source_text_in_order(phonemizer: Phonemizer) -> None:
+    text = "First sentence here. Second one follows!\n\nA new paragraph starts. It ends."
+    segments = list(Segmenter(phonemizer).segments(text))
+    assert [s.text for s in segments] == [
+        "First sentence here.",
+        "Second one follows!",
+        "A new paragraph starts.",
+        "It ends.",
+    ]
+    assert [s.index for s in segments] == [0, 1, 2, 3]
+    assert [s.pause_after for s in segments] == [PAUSE_SENTENCE, PAUSE_PARAGRAPH, PAUSE_SENTENCE, 0.0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "This sentence, which goes on and on, keeps adding clauses; it has commas, semicolons: "
+        "and colons, and it never seems to stop, until at last it reaches a very distant end.",
+        "word " * 200,
+        "x" * 2000,
+    ],
+)
+def test_no_segment_exceeds_the_cap(phonemizer: Phonemizer, text: str) -> None:
+    cap = 80
+    segments = list(Segmenter(phonemizer, max_phoneme_ids=cap).segments(text))
+    assert len(segments) > 1
+    assert all(len(s.phoneme_ids) <= cap for s in segments)
+    spoken = "".join(s.text for s in segments).replace(" ", "")
+    assert spoken == text.replace(" ", "")  # nothing dropped, nothing repeated
+
+
+def test_long_sentence_splits_at_clauses_first(phonemizer: Phonemizer) -> None:
+    text = "When the bridge was finished, the town changed, and nobody was ready for it."
+    segments = list(Segmenter(phonemizer, max_phoneme_ids=70).segments(text))
+    assert segments[0].text.endswith(",")
+
+
+def test_symbols_only_sentences_are_not_read_out(phonemizer: Phonemizer) -> None:
+    text = "Chapter one ends.\n\n* * *\n\n!?\n\nChapter two begins."
+    segments = list(Segmenter(phonemizer).segments(text))
+    assert [s.text for s in segments] == ["Chapter one ends.", "Chapter two begins."]
+    assert list(Segmenter(phonemizer).segments("... --- ...")) == []
