@@ -121,5 +121,8 @@ def voices(settings: Settings) -> None:
         )
 
 
+# Command groups that live in their own modules register themselves on import.
+# One import per module, each on its own line.
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
