@@ -17,7 +17,7 @@ def ttsfarm(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
     environ.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "ttsfarm.cli", *args],
+        [sys.executable, "-m", "ttsfarm", *args],
         cwd=cwd,
         env=environ,
         capture_output=True,

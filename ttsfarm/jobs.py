@@ -58,6 +58,16 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
+def audio_key(job_id: str, audio_format: str) -> str:
+    """Storage key of a job's audio: from the job id only, never from user text."""
+    return f"{job_id}.{audio_format}"
+
+
+def result_key(job_id: str) -> str:
+    """Storage key of a finished job's result, stored beside its audio."""
+    return f"{job_id}.json"
+
+
 @dataclass(frozen=True)
 class SynthesisOptions:
     """How to speak: the voice and its settings. Items that share these can share a batch."""

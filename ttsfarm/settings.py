@@ -55,6 +55,8 @@ class Settings:
     concurrency: int = 16
     """Jobs one worker runs at a time; their segments share batches."""
     queue: str = "ttsfarm"
+    retry_backoff_seconds: float = 2.0
+    """First retry of a job after a transient error waits this long; each next one twice as long."""
     temp_dir: str | None = None
 
     @property

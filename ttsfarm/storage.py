@@ -31,6 +31,10 @@ class Storage(Protocol):
 
     def exists(self, key: str, sha256: str | None = None) -> bool: ...
 
+    def put_bytes(self, data: bytes, key: str, content_type: str) -> None: ...
+
+    def get_bytes(self, key: str) -> bytes | None: ...
+
 
 class LocalStorage:
     """Files under one folder; writes go to a temp file first, then are renamed into place."""
@@ -65,3 +69,27 @@ class LocalStorage:
 
     def exists(self, key: str, sha256: str | None = None) -> bool:
         return self._path(key).is_file()
+
+    def put_bytes(self, data: bytes, key: str, content_type: str = "") -> None:
+        with tempfile.NamedTemporaryFile(delete=False) as handle:
+            handle.write(data)
+        try:
+            self.put(Path(handle.name), key)
+        finally:
+            os.unlink(handle.name)
+
+    def get_bytes(self, key: str) -> bytes | None:
+        path = self._path(key)
+        return path.read_bytes() if path.is_file() else None
+
+
+def open_storage(
+    storage_url: str, endpoint_url: str | None = None, region: str | None = None, presign_seconds: int = 0
+) -> Storage:
+    """The backend a storage URL names: ``s3://bucket/prefix`` or a local folder."""
+    if storage_url.startswith("s3://"):
+        from ttsfarm.s3 import S3Storage, make_client, parse_s3_url
+
+        bucket, prefix = parse_s3_url(storage_url)
+        return S3Storage(make_client(endpoint_url, region), bucket, prefix, presign_seconds)
+    return LocalStorage(storage_url)

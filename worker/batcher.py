@@ -100,6 +100,11 @@ class Batcher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def engines(self) -> dict[str, Engine]:
+        """The engines loaded so far, by voice name."""
+        return dict(self._engines)
+
     def engine(self, voice: Voice) -> Engine:
         """The engine of ``voice``, loaded on first use and kept for the process."""
         engine = self._engines.get(voice.name)

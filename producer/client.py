@@ -1,0 +1,183 @@
+"""The producer API: submit text jobs to the farm and follow them by id.
+
+    from producer import Client
+    client = Client.from_env()
+    job_id = client.submit("Some text", voice="joe", format="mp3")
+    client.status(job_id).state        # queued, running, succeeded, failed, cancelled, unknown
+    result = client.wait(job_id, timeout=600)
+
+Imports neither onnxruntime nor the worker's engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from kombu.exceptions import OperationalError
+
+from ttsfarm.celeryconf import TASK_NAME, make_celery
+from ttsfarm.errors import BrokerUnavailable, Cancelled, JobNotFound, PermanentError, TtsfarmError
+from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, audio_key, new_job_id
+from ttsfarm.registry import JobRegistry, JobStatus
+from ttsfarm.settings import Settings
+from ttsfarm.storage import Storage, open_storage
+
+POLL_SECONDS: Final = 0.25
+
+
+class JobFailed(PermanentError):
+    """The job ended in failure; the message says why."""
+
+
+class WaitTimeout(TtsfarmError, TimeoutError):
+    """The job did not finish within the time given."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job for :meth:`Client.submit_many`."""
+
+    text: str
+    voice: str | None = None
+    speaker: int | None = None
+    length_scale: float | None = None
+    format: str = "wav"
+    key: str | None = None
+
+
+class Client:
+    """Talks to the farm through its broker and result backend (Redis)."""
+
+    def __init__(
+        self, broker_url: str, result_backend: str | None = None, settings: Settings | None = None
+    ) -> None:
+        base = settings or Settings()
+        self.settings = base.replace(
+            broker_url=broker_url, result_backend=result_backend or base.result_backend
+        )
+        self._app = make_celery(self.settings)
+        self._registry = JobRegistry(self.settings.backend_url or broker_url)
+        self._storage: Storage | None = None
+
+    @classmethod
+    def from_env(cls, settings: Settings | None = None) -> Client:
+        """A client for the farm named by ``TTSFARM_BROKER_URL`` (and ``configs/``)."""
+        settings = settings or Settings.load()
+        if not settings.broker_url:
+            raise PermanentError(
+                "no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
+            )
+        return cls(settings.broker_url, settings.result_backend, settings)
+
+    def _request(self, spec: JobSpec) -> JobRequest:
+        options = SynthesisOptions(
+            voice=spec.voice or self.settings.voice, speaker=spec.speaker, length_scale=spec.length_scale
+        )
+        return JobRequest(spec.text, options, spec.format, new_job_id())
+
+    def submit(
+        self,
+        text: str,
+        voice: str | None = None,
+        format: str = "wav",
+        speaker: int | None = None,
+        length_scale: float | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Queue one job; returns its id at once. With ``key``, a second submit of the same
+        key returns the first job's id and queues nothing."""
+        return self.submit_many([JobSpec(text, voice, speaker, length_scale, format, key)])[0]
+
+    def submit_many(self, specs: Iterable[JobSpec | str]) -> list[str]:
+        """Queue many jobs in one call (one broker connection); ids in the same order."""
+        jobs = [s if isinstance(s, JobSpec) else JobSpec(s) for s in specs]
+        requests = [self._request(job) for job in jobs]  # validates every text before sending any
+        keys = [job.key for job in jobs]
+        ids: list[str] = []
+        try:
+            with self._app.producer_or_acquire() as producer:
+                for request, key in zip(requests, keys, strict=True):
+                    job_id = request.job_id
+                    if key is not None:
+                        job_id = self._registry.claim_key(key, job_id)
+                        if job_id != request.job_id:
+                            ids.append(job_id)
+                            continue
+                    self._registry.created(job_id)
+                    self._app.send_task(
+                        TASK_NAME,
+                        args=[request.to_dict()],
+                        task_id=job_id,
+                        producer=producer,
+                        queue=self.settings.queue,
+                    )
+                    ids.append(job_id)
+        except OperationalError as error:
+            raise BrokerUnavailable(
+                f"cannot reach the broker at {self.settings.broker_url}: {error}"
+            ) from None
+        return ids
+
+    def status(self, job_id: str) -> JobStatus:
+        """The job's state now; ``unknown`` for an id that was never submitted (or expired)."""
+        return self._registry.status(job_id)
+
+    def wait(self, job_id: str, timeout: float | None = None, poll: float = POLL_SECONDS) -> JobResult:
+        """Block until the job is done; its result, or :class:`JobFailed` / :class:`Cancelled`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(job_id)
+            if status.state == "unknown":
+                raise JobNotFound(f"unknown job id {job_id}")
+            if status.state == "succeeded" and status.result is not None:
+                return status.result
+            if status.state == "failed":
+                raise JobFailed(f"job {job_id} failed: {status.error}")
+            if status.state == "cancelled":
+                raise Cancelled(f"job {job_id} was cancelled")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {job_id} is still {status.state} after {timeout} s")
+            time.sleep(poll)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        """Stop the job: a queued one never runs, a running one stops at its next segment."""
+        if not self._registry.exists(job_id):
+            raise JobNotFound(f"unknown job id {job_id}")
+        self._registry.request_cancel(job_id)
+        try:
+            self._app.control.revoke(job_id)
+        except OperationalError as error:
+            raise BrokerUnavailable(
+                f"cannot reach the broker at {self.settings.broker_url}: {error}"
+            ) from None
+        return self.status(job_id)
+
+    @property
+    def storage(self) -> Storage:
+        if self._storage is None:
+            s = self.settings
+            self._storage = open_storage(s.storage_url, s.s3_endpoint_url, s.s3_region, s.presign_seconds)
+        return self._storage
+
+    def fetch(self, job_id: str, target: str | Path) -> JobResult:
+        """Download a finished job's audio to ``target``."""
+        status = self.status(job_id)
+        if status.state == "unknown":
+            raise JobNotFound(f"unknown job id {job_id}")
+        if status.result is None:
+            raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
+        self.storage.fetch(audio_key(job_id, status.result.format), Path(target))
+        return status.result
+
+    def close(self) -> None:
+        self._app.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

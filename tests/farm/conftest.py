@@ -1,0 +1,182 @@
+"""Real parts for farm tests: Redis, an S3 endpoint over HTTP (moto's server), Celery worker
+processes started here, and Flower."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+import redis
+from moto.server import ThreadedMotoServer
+
+from producer import Client
+from ttsfarm.settings import Settings
+
+REDIS_URL = "redis://127.0.0.1:6379/11"
+BUCKET = "ttsfarm-test"
+PREFIX = "jobs"
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError:
+        pytest.fail("Redis is not running on 127.0.0.1:6379: run scripts/services")
+    client.flushdb()
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client("s3", endpoint_url=endpoint, **_boto_credentials()).create_bucket(Bucket=BUCKET)
+    yield endpoint
+    server.stop()
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
+    }
+
+
+@pytest.fixture(scope="session")
+def s3(s3_endpoint: str):  # type: ignore[no-untyped-def]
+    return boto3.client("s3", endpoint_url=s3_endpoint, **_boto_credentials())
+
+
+def farm_env(redis_url: str, s3_endpoint: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSFARM_", "AWS_"))}
+    env.update(CREDENTIALS)
+    env.update(
+        TTSFARM_BROKER_URL=redis_url,
+        TTSFARM_STORAGE_URL=f"s3://{BUCKET}/{PREFIX}",
+        TTSFARM_S3_ENDPOINT_URL=s3_endpoint,
+        TTSFARM_PROVIDER="cpu",
+        TTSFARM_RETRY_BACKOFF_SECONDS="0.2",
+    )
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    """A real ``ttsfarm worker`` in its own process."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str, concurrency: int = 8) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ttsfarm", "worker", "-c", str(concurrency), "-n", f"{name}@%h"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self.ready, 120, f"worker {name} to start (log: {log_path})")
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            self._log.close()
+            raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
+        return " ready." in self.log_path.read_text()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def worker(
+    redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(
+        farm_env(redis_url, s3_endpoint), tmp_path_factory.mktemp("worker") / "worker.log", "test-cpu"
+    )
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def flower(redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Flower with basic auth, started before the jobs so it sees their events."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("flower") / "flower.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "worker.app",
+                "flower",
+                f"--port={port}",
+                "--address=127.0.0.1",
+                "--basic-auth=ops:secret",
+            ],
+            env=farm_env(redis_url, s3_endpoint),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(up, 60, "Flower to listen")
+    yield url
+    process.terminate()
+    process.wait(30)
+
+
+@pytest.fixture
+def client(redis_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(
+        broker_url=redis_url, storage_url=f"s3://{BUCKET}/{PREFIX}", s3_endpoint_url=s3_endpoint
+    )
+    with Client.from_env(settings) as farm_client:
+        yield farm_client

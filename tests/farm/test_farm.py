@@ -1,0 +1,190 @@
+"""The farm end to end: real Redis, real S3 endpoint, real worker processes, real voice."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import soundfile as sf
+
+from producer import Client, JobFailed, JobSpec
+from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port
+from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound
+from worker.text import split_sentences
+
+EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
+SENTENCES = split_sentences(EXAMPLE.replace("\n", " "))
+
+
+def mixed_texts(count: int) -> list[str]:
+    """Short, medium and long texts, from one sentence up to a paragraph."""
+    return [" ".join(SENTENCES[n % 10 : n % 10 + 1 + (n % 4) * 2]) for n in range(count)]
+
+
+def farm_stats(client: Client) -> dict[str, float]:
+    replies = client._app.control.broadcast("ttsfarm_stats", reply=True, timeout=5)
+    return next(iter(replies[0].values()))
+
+
+def test_twenty_jobs_from_several_threads(client: Client, worker: WorkerProcess, flower: str, s3) -> None:  # type: ignore[no-untyped-def]
+    texts = mixed_texts(20)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def produce(chunk: list[str]) -> None:
+        for text in chunk:
+            job_id = client.submit(text, format="flac")
+            with lock:
+                ids.append(job_id)
+
+    before = farm_stats(client)
+    threads = [threading.Thread(target=produce, args=(texts[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 20
+
+    seen_states: set[str] = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        states = [client.status(i).state for i in ids]
+        seen_states.update(states)
+        if all(s == "succeeded" for s in states):
+            break
+        assert "failed" not in states, [client.status(i).error for i in ids]
+        time.sleep(0.1)
+    assert {"running", "succeeded"} <= seen_states
+
+    for job_id in ids:
+        result = client.wait(job_id, timeout=10)
+        body = s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{job_id}.flac")["Body"].read()
+        audio, rate = sf.read(io.BytesIO(body))
+        assert rate == 22050
+        assert abs(len(audio) / rate - result.duration) < 0.01
+        words = len(" ".join(s.text for s in result.segments).split())
+        assert 0.2 < result.duration / words < 0.6
+        assert result.segments[-1].end == pytest.approx(result.duration)
+
+    after = farm_stats(client)
+    assert after["items"] > before["items"]
+    batches, items = after["batches"] - before["batches"], after["items"] - before["items"]
+    assert items / batches > 1, "jobs in flight together should share batches"
+
+    auth = ("ops", "secret")
+    tasks = requests.get(f"{flower}/api/tasks", auth=auth, timeout=10).json()
+    assert set(ids) <= set(tasks)
+    assert all(tasks[i]["state"] == "SUCCESS" and tasks[i]["runtime"] > 0 for i in ids)
+    workers = requests.get(f"{flower}/api/workers", auth=auth, timeout=10).json()
+    assert any(name.startswith("test-cpu@") for name in workers)
+    assert requests.get(f"{flower}/api/tasks", timeout=10).status_code == 401
+
+
+def test_status_moves_from_queued_to_running_to_succeeded(client: Client, worker: WorkerProcess) -> None:
+    job_id = client.submit(" ".join(SENTENCES[:12]))
+    states = [client.status(job_id).state]
+    progress = []
+    while not client.status(job_id).done:
+        status = client.status(job_id)
+        states.append(status.state)
+        progress.append(status.progress)
+        time.sleep(0.05)
+    states.append(client.status(job_id).state)
+    compact = [s for n, s in enumerate(states) if n == 0 or s != states[n - 1]]
+    assert compact in (["queued", "running", "succeeded"], ["running", "succeeded"])
+    assert any(0 < p < 1 for p in progress)
+    assert progress == sorted(progress)
+
+
+def test_idempotency_key_synthesizes_once(client: Client, worker: WorkerProcess, s3) -> None:  # type: ignore[no-untyped-def]
+    first = client.submit("Only once, please.", key="order-42")
+    second = client.submit("Only once, please.", key="order-42")
+    assert first == second
+    client.wait(first, timeout=60)
+    assert client.status(first).attempts == 1
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{first}")["Contents"]
+    assert sorted(o["Key"] for o in listed) == [f"{PREFIX}/{first}.json", f"{PREFIX}/{first}.wav"]
+
+
+def test_submit_many_is_one_call(client: Client, worker: WorkerProcess) -> None:
+    ids = client.submit_many(["First of many.", JobSpec("Second of many.", format="ogg")])
+    results = [client.wait(i, timeout=60) for i in ids]
+    assert [r.format for r in results] == ["wav", "ogg"]
+
+
+def test_fetch_downloads_the_audio(client: Client, worker: WorkerProcess, tmp_path: Path) -> None:
+    job_id = client.submit("Fetch me.", format="mp3")
+    result = client.wait(job_id, timeout=60)
+    client.fetch(job_id, tmp_path / "got.mp3")
+    assert sf.info(tmp_path / "got.mp3").duration == pytest.approx(result.duration, abs=0.1)
+
+
+def test_cancel_a_running_job_stores_nothing(client: Client, worker: WorkerProcess, s3) -> None:  # type: ignore[no-untyped-def]
+    job_id = client.submit(EXAMPLE * 4)
+    deadline = time.monotonic() + 60
+    while client.status(job_id).segments_done == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.cancel(job_id).state == "cancelled"
+    with pytest.raises(Cancelled):
+        client.wait(job_id, timeout=30)
+    time.sleep(2)  # the worker stops within a segment; give it time to have stored anything
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")
+    assert client.wait(client.submit("Still serving."), timeout=60).duration > 0
+
+
+def test_cancel_a_queued_job(client: Client) -> None:
+    job_id = client.submit("Never spoken.", voice="joe")
+    client.cancel(job_id)
+    assert client.status(job_id).state == "cancelled"
+
+
+def test_unknown_job_id(client: Client) -> None:
+    assert client.status("no-such-job").state == "unknown"
+    with pytest.raises(JobNotFound, match="unknown job id"):
+        client.wait("no-such-job", timeout=1)
+    with pytest.raises(JobNotFound):
+        client.cancel("no-such-job")
+
+
+def test_unknown_voice_fails_with_a_clear_message(client: Client, worker: WorkerProcess) -> None:
+    job_id = client.submit("Who speaks?", voice="nobody")
+    with pytest.raises(JobFailed, match="unknown voice 'nobody'"):
+        client.wait(job_id, timeout=60)
+    assert client.status(job_id).attempts == 1  # permanent: not retried
+
+
+@pytest.mark.parametrize("text, message", [("", "the text is empty"), ("x" * 200_001, "over the limit")])
+def test_bad_text_is_refused_at_submit(client: Client, text: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        client.submit(text)
+
+
+def test_broker_down_at_submit_is_a_clear_error() -> None:
+    started = time.monotonic()
+    with (
+        pytest.raises(BrokerUnavailable, match="cannot reach"),
+        Client(f"redis://127.0.0.1:{free_port()}/0") as c,
+    ):
+        c.submit("Hello?")
+    assert time.monotonic() - started < 15
+
+
+def test_storage_down_is_retried_then_failed(
+    redis_url: str, s3_endpoint: str, client: Client, s3, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = farm_env(redis_url, dead, TTSFARM_QUEUE="no-storage")
+    broken = WorkerProcess(env, tmp_path / "broken.log", "no-storage", concurrency=2)
+    try:
+        with Client(redis_url, settings=client.settings.replace(queue="no-storage")) as c:
+            job_id = c.submit("This will not be stored.")
+            with pytest.raises(JobFailed, match=r"storage unreachable during .*gave up after 4 retries"):
+                c.wait(job_id, timeout=120)
+            assert c.status(job_id).attempts == 5
+    finally:
+        broken.stop()
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")

@@ -1,0 +1,71 @@
+"""The Celery app shared by producers and workers, with its reliability settings.
+
+Each setting below is deliberate:
+
+- JSON only, never pickle: messages and results are plain data anyone can read.
+- Late acknowledgement + reject on worker lost: a job is removed from the queue only after
+  it finished; if the worker dies mid-job the message goes back to the queue.
+- Visibility timeout (Redis): an unacknowledged message is handed out again after this long,
+  so it must exceed the longest job. Jobs are bounded by ``MAX_TEXT_CHARS`` (about 3 hours of
+  speech); see ``VISIBILITY_TIMEOUT_SECONDS``.
+- Prefetch multiplier 1: a worker running N jobs at a time holds at most N messages, enough
+  to keep its batches full without hoarding work another worker could start.
+- Events on (task sent/started/succeeded...), so Flower shows every job and its runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from celery import Celery
+
+from ttsfarm.settings import Settings
+
+TASK_NAME: Final = "ttsfarm.synthesize"
+VISIBILITY_TIMEOUT_SECONDS: Final = 6 * 3600
+"""Six hours: a 200,000-character job is about 3 hours of speech; a GPU worker speaks it in
+well under a minute and a CPU worker (15x real time) in about 15 minutes, so even a CPU
+worker with several such jobs in flight finishes far inside this bound."""
+RESULT_EXPIRES_SECONDS: Final = 7 * 24 * 3600
+PUBLISH_RETRIES: Final = 2
+"""Publishing retries when the broker is down, before the producer reports it (no hang)."""
+BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app for these settings; the worker adds the task module to it."""
+    if not settings.broker_url:
+        raise ValueError("make_celery needs a broker URL")
+    app = Celery("ttsfarm", broker=settings.broker_url, backend=settings.backend_url)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
+        result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
+        broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
+        broker_connection_retry_on_startup=True,
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": PUBLISH_RETRIES,
+            "interval_start": 0.2,
+            "interval_step": 0.5,
+            "interval_max": 1.0,
+        },
+        task_default_queue=settings.queue,
+        task_track_started=True,
+        task_send_sent_event=True,
+        worker_send_task_events=True,
+        result_expires=RESULT_EXPIRES_SECONDS,
+        result_extended=True,
+        worker_hijack_root_logger=False,
+    )
+    app.conf.broker_transport_options.update(
+        {"socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS, "socket_timeout": 10}
+    )
+    return app

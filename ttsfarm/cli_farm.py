@@ -1,0 +1,197 @@
+"""Farm commands: submit, status, fetch, cancel and worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ttsfarm.cli import describe, main, options_from, voice_options
+from ttsfarm.errors import Cancelled, JobNotFound, PermanentError
+from ttsfarm.inputs import read_text_file
+from ttsfarm.jobs import JobRequest, audio_key, check_format, check_text
+from ttsfarm.settings import Settings
+
+if TYPE_CHECKING:
+    from producer.client import Client
+
+STATUS_POLL_SECONDS = 0.25
+
+
+def _client(settings: Settings) -> Client:
+    from producer.client import Client
+
+    return Client.from_env(settings)
+
+
+@main.command()
+@click.argument("text", required=False)
+@click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
+@click.option("--format", "audio_format", default="wav", show_default=True, help="wav, flac, mp3 or ogg.")
+@voice_options
+@click.option("--key", help="Idempotency key: submitting the same key twice queues one job.")
+@click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
+@click.pass_obj
+def submit(
+    settings: Settings,
+    text: str | None,
+    text_file: str | None,
+    audio_format: str,
+    voice: str | None,
+    speaker: int | None,
+    length_scale: float | None,
+    key: str | None,
+    wait: bool,
+) -> None:
+    """Queue TEXT (or a file) on the farm and print its job id.
+
+    Without a broker configured the job runs here and its audio goes to the storage folder.
+    """
+    if (text is None) == (text_file is None):
+        raise click.UsageError("give the text as an argument or with -f FILE, not both")
+    text = check_text(read_text_file(text_file) if text_file else text or "")
+    audio_format = check_format(audio_format)
+    if not settings.farm_mode:
+        _run_here(
+            settings, JobRequest(text, options_from(voice, speaker, length_scale, settings), audio_format)
+        )
+        return
+    client = _client(settings)
+    job_id = client.submit(text, voice or settings.voice, audio_format, speaker, length_scale, key)
+    click.echo(job_id)
+    if wait:
+        _follow(client, job_id)
+
+
+def _run_here(settings: Settings, request: JobRequest) -> None:
+    from ttsfarm.progress import ProgressBar
+    from ttsfarm.storage import open_storage
+    from worker.local import local_synthesizer
+
+    storage = open_storage(settings.storage_url, settings.s3_endpoint_url, settings.s3_region)
+    with local_synthesizer(settings) as synthesizer, ProgressBar(request.job_id) as bar:
+        result = synthesizer.synthesize(
+            request, storage, audio_key(request.job_id, request.format), bar.update
+        )
+    click.echo(request.job_id)
+    click.echo(describe(result), err=True)
+
+
+def _follow(client: Client, job_id: str) -> None:
+    from ttsfarm.progress import ProgressBar
+
+    with ProgressBar(job_id[:8]) as bar:
+        while True:
+            status = client.status(job_id)
+            if status.segments_total:
+                bar.update(status)
+            if status.done or status.state == "unknown":
+                break
+            time.sleep(STATUS_POLL_SECONDS)
+    _report(status.to_dict())
+    if status.state == "failed":
+        raise PermanentError(f"job {job_id} failed: {status.error}")
+    if status.state == "cancelled":
+        raise Cancelled(f"job {job_id} was cancelled")
+
+
+def _report(status: dict[str, object]) -> None:
+    result = status.get("result")
+    line = f"{status['job_id']}  {status['state']}"
+    if status["state"] == "running":
+        line += f"  {float(status['progress']):.0%}  {float(status['audio_seconds']):.1f} s audio"  # type: ignore[arg-type]
+    if isinstance(result, dict):
+        line += f"  {result['duration']:.1f} s  {result['location']}"
+    if status.get("error"):
+        line += f"  ({status['error']})"
+    click.echo(line)
+
+
+@main.command()
+@click.argument("job_id")
+@click.option("--wait", is_flag=True, help="Follow the job with a progress bar until it is done.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole status as JSON.")
+@click.pass_obj
+def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
+    """Show a job's state: queued, running (with progress), succeeded, failed or cancelled."""
+    client = _client(settings)
+    if wait:
+        _follow(client, job_id)
+        return
+    current = client.status(job_id)
+    if current.state == "unknown":
+        raise JobNotFound(f"unknown job id {job_id}")
+    if as_json:
+        click.echo(json.dumps(current.to_dict(), indent=2))
+    else:
+        _report(current.to_dict())
+
+
+@main.command()
+@click.argument("job_id")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(path_type=Path), help="Where to write the audio."
+)
+@click.pass_obj
+def fetch(settings: Settings, job_id: str, output: Path) -> None:
+    """Download a finished job's audio."""
+    result = _client(settings).fetch(job_id, output)
+    click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
+
+
+@main.command()
+@click.argument("job_id")
+@click.pass_obj
+def cancel(settings: Settings, job_id: str) -> None:
+    """Cancel a job: a queued one never runs, a running one stops and stores nothing."""
+    _report(_client(settings).cancel(job_id).to_dict())
+
+
+@main.command()
+@click.option("--gpu", type=int, help="Pin the worker to this GPU (default: settings, else GPU 0).")
+@click.option("--cpu", is_flag=True, help="Run on the CPU even where there is a GPU.")
+@click.option("-c", "--concurrency", type=int, help="Jobs at a time; their segments share batches.")
+@click.option("-n", "--hostname", help="Worker name (default ttsfarm-gpuN@host or ttsfarm-cpu@host).")
+@click.option("-l", "--loglevel", default="INFO", show_default=True)
+@click.pass_obj
+def worker(
+    settings: Settings,
+    gpu: int | None,
+    cpu: bool,
+    concurrency: int | None,
+    hostname: str | None,
+    loglevel: str,
+) -> None:
+    """Start a Celery worker for the farm (one per GPU), loading the model once."""
+    if not settings.farm_mode:
+        raise PermanentError("no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    # The worker's app reads its settings from the environment when it is imported.
+    if gpu is not None:
+        os.environ["TTSFARM_GPU"] = str(gpu)
+    if cpu:
+        os.environ["TTSFARM_PROVIDER"] = "cpu"
+    if concurrency is not None:
+        os.environ["TTSFARM_CONCURRENCY"] = str(concurrency)
+    from worker.app import app
+    from worker.app import settings as worker_settings
+
+    name = hostname or (
+        "ttsfarm-cpu@%h"
+        if cpu or worker_settings.provider == "cpu"
+        else f"ttsfarm-gpu{worker_settings.gpu}@%h"
+    )
+    app.worker_main(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={worker_settings.concurrency}",
+            f"--queues={worker_settings.queue}",
+            f"--hostname={name}",
+            f"--loglevel={loglevel}",
+            "--task-events",
+        ]
+    )

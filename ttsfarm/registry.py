@@ -1,0 +1,163 @@
+"""Job records in Redis: the source of truth for a job's state, progress and result.
+
+Producers create the record at submit (so an id that was never submitted is *unknown*, not
+pending forever); workers move it through running, succeeded, failed or cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+import redis
+
+from ttsfarm.errors import BrokerUnavailable, InvalidInput
+from ttsfarm.jobs import JobResult
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled", "unknown"]
+TERMINAL_STATES: Final = frozenset({"succeeded", "failed", "cancelled"})
+RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
+"""Job records and idempotency keys are kept a week after their last change."""
+KEY_PREFIX: Final = "ttsfarm:"
+CONNECT_TIMEOUT_SECONDS: Final = 3.0
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What a user can know about a job at one moment."""
+
+    job_id: str
+    state: JobState
+    progress: float = 0.0
+    """0..1, the share of the job's segments done."""
+    segments_done: int = 0
+    segments_total: int = 0
+    audio_seconds: float = 0.0
+    error: str | None = None
+    result: JobResult | None = None
+    submitted_at: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "result"}
+        data["result"] = self.result.to_dict() if self.result else None
+        return data
+
+
+class JobRegistry:
+    """Reads and writes job records. Every method raises :class:`BrokerUnavailable` when
+    Redis cannot be reached, quickly and with the URL in the message."""
+
+    def __init__(self, url: str) -> None:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise InvalidInput(f"the result backend must be Redis (redis://...), not {url!r}")
+        self.url = url
+        self._redis = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=CONNECT_TIMEOUT_SECONDS * 3,
+            decode_responses=True,
+        )
+
+    def _key(self, job_id: str) -> str:
+        return f"{KEY_PREFIX}job:{job_id}"
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._redis, method)(*args, **kwargs)
+        except redis.exceptions.ConnectionError as error:
+            raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
+        except redis.exceptions.TimeoutError:
+            raise BrokerUnavailable(f"Redis at {self.url} did not answer in time") from None
+
+    def _update(self, job_id: str, **fields: Any) -> None:
+        mapping: dict[Any, Any] = {k: json.dumps(v) for k, v in fields.items()}
+        pipe = self._redis.pipeline()
+        pipe.hset(self._key(job_id), mapping=mapping)
+        pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
+        try:
+            pipe.execute()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+            raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
+
+    def claim_key(self, idempotency_key: str, job_id: str) -> str:
+        """The job id already bound to ``idempotency_key``, or bind it to ``job_id``."""
+        key = f"{KEY_PREFIX}key:{idempotency_key}"
+        if self._call("set", key, job_id, nx=True, ex=RECORD_TTL_SECONDS):
+            return job_id
+        return cast(str, self._call("get", key)) or job_id
+
+    def created(self, job_id: str) -> None:
+        self._update(job_id, state="queued", submitted_at=time.time(), attempts=0)
+
+    def exists(self, job_id: str) -> bool:
+        return bool(self._call("exists", self._key(job_id)))
+
+    def started(self, job_id: str) -> None:
+        attempts = int(self._call("hincrby", self._key(job_id), "attempts", 1))
+        self._update(job_id, state="running", started_at=time.time(), attempts=attempts, error=None)
+
+    def progressed(self, job_id: str, done: int, total: int, audio_seconds: float) -> None:
+        self._update(
+            job_id,
+            progress=done / total if total else 0.0,
+            segments_done=done,
+            segments_total=total,
+            audio_seconds=audio_seconds,
+        )
+
+    def note_retry(self, job_id: str, message: str) -> None:
+        self._update(job_id, state="running", error=f"retrying: {message}")
+
+    def succeeded(self, job_id: str, result: JobResult) -> None:
+        self._update(
+            job_id,
+            state="succeeded",
+            progress=1.0,
+            error=None,
+            result=result.to_dict(),
+            audio_seconds=result.duration,
+            finished_at=time.time(),
+        )
+
+    def failed(self, job_id: str, message: str) -> None:
+        self._update(job_id, state="failed", error=message, finished_at=time.time())
+
+    def request_cancel(self, job_id: str) -> None:
+        self._update(job_id, cancel_requested=True)
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return bool(self._call("hget", self._key(job_id), "cancel_requested") == "true")
+
+    def cancelled(self, job_id: str) -> None:
+        self._update(job_id, state="cancelled", finished_at=time.time())
+
+    def status(self, job_id: str) -> JobStatus:
+        raw: dict[str, str] = self._call("hgetall", self._key(job_id))
+        if not raw:
+            return JobStatus(job_id, "unknown")
+        data = {k: json.loads(v) for k, v in raw.items()}
+        state = data.get("state", "queued")
+        if data.get("cancel_requested") and state in ("queued", "running"):
+            state = "cancelled"  # the worker stops at its next segment; nothing will be stored
+        result = data.get("result")
+        return JobStatus(
+            job_id=job_id,
+            state=state,
+            progress=float(data.get("progress", 0.0)),
+            segments_done=int(data.get("segments_done", 0)),
+            segments_total=int(data.get("segments_total", 0)),
+            audio_seconds=float(data.get("audio_seconds", 0.0)),
+            error=data.get("error"),
+            result=JobResult.from_dict(result) if result else None,
+            submitted_at=data.get("submitted_at"),
+            finished_at=data.get("finished_at"),
+            attempts=int(data.get("attempts", 0)),
+        )

@@ -1,0 +1,163 @@
+"""S3-compatible storage through boto3 (AWS, MinIO, anything that speaks the S3 API).
+
+Objects are written whole or not at all (S3 makes an upload visible only when complete),
+carry their SHA-256 in metadata and as an S3 checksum, and are checked after upload.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlparse
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from ttsfarm.errors import InvalidInput, PermanentError, StorageUnavailable
+from ttsfarm.storage import StoredObject
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+log = logging.getLogger(__name__)
+
+SHA256_METADATA: Final = "sha256"
+BOTO_RETRIES: Final = 4
+"""boto3's own retries (standard mode, with backoff) before an error reaches the task."""
+PERMANENT_CODES: Final = frozenset(
+    {"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+)
+
+
+class StorageRejected(PermanentError):
+    """The storage refused the request for a reason retrying will not fix."""
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``)."""
+    parsed = urlparse(url)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise InvalidInput(f"storage URL {url!r} is not of the form s3://bucket/prefix")
+    prefix = parsed.path.strip("/")
+    return parsed.netloc, f"{prefix}/" if prefix else ""
+
+
+def make_client(endpoint_url: str | None, region: str | None) -> S3Client:
+    """A boto3 S3 client; credentials come from the usual AWS places (env, files, roles)."""
+    config = botocore.config.Config(
+        retries={"max_attempts": BOTO_RETRIES, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=60,
+        signature_version="s3v4",
+        s3={"addressing_style": "path" if endpoint_url else "auto"},
+    )
+    return boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def _translate(error: Exception, what: str) -> Exception:
+    if isinstance(error, botocore.exceptions.ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in PERMANENT_CODES:
+            return StorageRejected(
+                f"storage refused {what}: {code}: {error.response['Error'].get('Message', '')}"
+            )
+        return StorageUnavailable(f"storage failed {what}: {code or error}")
+    return StorageUnavailable(f"storage unreachable during {what}: {error}")
+
+
+_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+
+
+class S3Storage:
+    """Audio objects under ``prefix`` in one bucket."""
+
+    def __init__(self, client: S3Client, bucket: str, prefix: str = "", presign_seconds: int = 0) -> None:
+        self.client, self.bucket, self.prefix = client, bucket, prefix
+        self.presign_seconds = presign_seconds
+
+    def object_key(self, key: str) -> str:
+        return self.prefix + key
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it does not exist yet."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return
+        except botocore.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
+                raise _translate(error, f"checking bucket {self.bucket}") from None
+        except _ERRORS as error:
+            raise _translate(error, f"checking bucket {self.bucket}") from None
+        try:
+            self.client.create_bucket(Bucket=self.bucket)
+        except _ERRORS as error:
+            raise _translate(error, f"creating bucket {self.bucket}") from None
+
+    def put(self, source: Path, key: str, content_type: str, sha256: str) -> StoredObject:
+        object_key = self.object_key(key)
+        what = f"upload of s3://{self.bucket}/{object_key}"
+        extra: dict[str, Any] = {"ContentType": content_type, "Metadata": {SHA256_METADATA: sha256}}
+        try:
+            self.client.upload_file(str(source), self.bucket, object_key, ExtraArgs=extra)
+            head = self.client.head_object(Bucket=self.bucket, Key=object_key)
+        except _ERRORS as error:
+            raise _translate(error, what) from None
+        if head["ContentLength"] != source.stat().st_size or head["Metadata"].get(SHA256_METADATA) != sha256:
+            raise StorageUnavailable(f"{what}: the stored object does not match what was sent")
+        return StoredObject(location=f"s3://{self.bucket}/{object_key}", url=self.url(object_key))
+
+    def put_bytes(self, data: bytes, key: str, content_type: str) -> None:
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self.object_key(key), Body=data, ContentType=content_type
+            )
+        except _ERRORS as error:
+            raise _translate(error, f"upload of {key}") from None
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"].read()
+        except botocore.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise _translate(error, f"download of {key}") from None
+        except _ERRORS as error:
+            raise _translate(error, f"download of {key}") from None
+
+    def url(self, object_key: str) -> str:
+        if self.presign_seconds > 0:
+            return self.client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": self.bucket, "Key": object_key},
+                ExpiresIn=self.presign_seconds,
+            )
+        return f"{self.client.meta.endpoint_url}/{self.bucket}/{object_key}"
+
+    def exists(self, key: str, sha256: str | None = None) -> bool:
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
+        except botocore.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise _translate(error, f"lookup of {key}") from None
+        except _ERRORS as error:
+            raise _translate(error, f"lookup of {key}") from None
+        return sha256 is None or head["Metadata"].get(SHA256_METADATA) == sha256
+
+    def fetch(self, key: str, target: Path) -> None:
+        """Download to ``target`` through a temp file beside it, so a broken download never
+        leaves a partial file under the final name."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+        os.close(handle)
+        try:
+            self.client.download_file(self.bucket, self.object_key(key), partial)
+            os.replace(partial, target)
+        except _ERRORS as error:
+            raise _translate(error, f"download of {key}") from None
+        finally:
+            Path(partial).unlink(missing_ok=True)

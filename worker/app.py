@@ -1,0 +1,90 @@
+"""The worker's Celery app: ``celery -A worker.app worker --pool threads -c 16``.
+
+Settings come from the environment and ``configs/`` at import. The synthesizer (model,
+batcher) is built once per worker process when the worker starts, so the first job is warm.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery.signals import worker_ready
+from celery.worker.control import inspect_command
+
+from ttsfarm.celeryconf import make_celery
+from ttsfarm.registry import JobRegistry
+from ttsfarm.settings import Settings
+from ttsfarm.storage import Storage, open_storage
+from worker.local import build_synthesizer
+from worker.pipeline import Synthesizer
+
+log = logging.getLogger(__name__)
+
+settings = Settings.load()
+app = make_celery(settings)
+app.conf.include = ["worker.tasks"]
+
+
+class WorkerResources:
+    """What every task in this process shares: the synthesizer, the storage, the registry."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._synthesizer: Synthesizer | None = None
+        self._storage: Storage | None = None
+        self._registry: JobRegistry | None = None
+
+    @property
+    def synthesizer(self) -> Synthesizer:
+        with self._lock:
+            if self._synthesizer is None:
+                self._synthesizer = build_synthesizer(self.settings)
+                engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))
+                log.info("engine ready on %s (warm-up %.2f s)", engine.provider, engine.warmup_seconds)
+            return self._synthesizer
+
+    @property
+    def storage(self) -> Storage:
+        with self._lock:
+            if self._storage is None:
+                s = self.settings
+                self._storage = open_storage(s.storage_url, s.s3_endpoint_url, s.s3_region, s.presign_seconds)
+                if s.s3_create_bucket and hasattr(self._storage, "ensure_bucket"):
+                    self._storage.ensure_bucket()
+            return self._storage
+
+    @property
+    def registry(self) -> JobRegistry:
+        with self._lock:
+            if self._registry is None:
+                self._registry = JobRegistry(self.settings.backend_url or "")
+            return self._registry
+
+
+resources = WorkerResources(settings)
+
+
+@inspect_command()  # type: ignore[untyped-decorator]
+def ttsfarm_stats(state: Any) -> dict[str, Any]:
+    """``celery inspect ttsfarm_stats``: what this worker's batcher has done."""
+    synthesizer = resources.synthesizer
+    stats = synthesizer.batcher.stats
+    engines = synthesizer.batcher.engines
+    return {
+        "provider": next(iter(engines.values())).provider if engines else None,
+        "max_batch": synthesizer.batcher.max_batch,
+        "batches": stats.batches,
+        "items": stats.items,
+        "mean_batch_size": round(stats.mean_batch_size, 3),
+        "padding_ratio": round(stats.padding_ratio, 4),
+        "busy_seconds": round(stats.busy_seconds, 3),
+    }
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _load_model_at_start(**_: Any) -> None:
+    """Load and warm the default voice before the first job arrives."""
+    assert resources.storage is not None and resources.synthesizer is not None

@@ -1,0 +1,49 @@
+"""Celery tasks: thin adapters that decode the message, run the job and return a dict."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from celery import Task
+from celery.exceptions import Ignore
+
+from ttsfarm.celeryconf import TASK_NAME
+from ttsfarm.errors import Cancelled, PermanentError, TransientError
+from ttsfarm.jobs import JobRequest
+from worker.app import app, resources
+from worker.jobs import run_job
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES: Final = 4
+"""Retries after a transient error, waiting retry_backoff_seconds (2 s) then 4, 8, 16 s."""
+
+
+@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES)  # type: ignore[untyped-decorator]
+def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
+    job_id = str(message.get("job_id") or self.request.id)
+    registry = resources.registry
+    try:
+        request = JobRequest.from_dict(message)
+        result = run_job(request, resources.synthesizer, resources.storage, registry)
+    except Cancelled:
+        registry.cancelled(job_id)
+        log.info("job %s cancelled", job_id)
+        raise Ignore() from None
+    except TransientError as error:
+        if self.request.retries < MAX_RETRIES:
+            registry.note_retry(job_id, str(error))
+            raise self.retry(
+                exc=error, countdown=resources.settings.retry_backoff_seconds * 2**self.request.retries
+            ) from None
+        registry.failed(job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
+        raise
+    except PermanentError as error:
+        registry.failed(job_id, str(error))
+        raise
+    except Exception as error:
+        log.exception("job %s failed", job_id)
+        registry.failed(job_id, f"internal error: {type(error).__name__}: {error}")
+        raise
+    return result.to_dict()
