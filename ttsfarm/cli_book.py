@@ -1,0 +1,67 @@
+"""``ttsfarm audiobook BOOK.csv -o OUTDIR``: a CSV of a book in, a finished audiobook out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ttsfarm.cli import main, options_from, voice_options
+from ttsfarm.settings import Settings
+
+
+@main.command()
+@click.argument("csv_file", metavar="BOOK.csv")
+@click.option("-o", "--outdir", required=True, type=click.Path(path_type=Path), help="Folder for the book.")
+@voice_options
+@click.option("--title", help="Book title (default: the CSV file's name).")
+@click.option("--skip-empty", is_flag=True, help="Leave out rows whose text is empty instead of failing.")
+@click.option(
+    "--target-lufs",
+    type=click.FloatRange(-40, -10),
+    default=-18.0,
+    show_default=True,
+    help="Loudness of every chapter (true peaks stay below -1 dBTP).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.pass_obj
+def audiobook(
+    settings: Settings,
+    csv_file: str,
+    outdir: Path,
+    voice: str | None,
+    speaker: int | None,
+    length_scale: float | None,
+    title: str | None,
+    skip_empty: bool,
+    target_lufs: float,
+    quiet: bool,
+) -> None:
+    """Speak BOOK.csv into OUTDIR: chapter files, one .m4b with chapter markers, an .mp3,
+    subtitles and manifest.json. Run it again after an interrupt to resume."""
+    from ttsfarm.audiobook import build_audiobook
+    from ttsfarm.book import read_book
+    from ttsfarm.book_progress import BookProgress
+    from ttsfarm.render import LocalRenderer
+    from worker.local import local_synthesizer
+
+    book = read_book(csv_file, options_from(voice, speaker, length_scale, settings), title, skip_empty)
+    if settings.farm_mode and not quiet:
+        click.echo("note: audiobooks are rendered in this process; the farm is not used yet", err=True)
+    started = time.perf_counter()
+    with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
+        report = build_audiobook(book, outdir, LocalRenderer(synthesizer), csv_file, target_lufs, progress)
+    elapsed = time.perf_counter() - started
+    manifest = report.manifest
+    if report.already_done:
+        click.echo(
+            f"{outdir}: finished already ({manifest.duration:.1f} s, {len(manifest.chapters)} chapters)"
+        )
+        return
+    click.echo(
+        f"{outdir}: {len(manifest.chapters)} chapters, {manifest.duration:.1f} s of audio "
+        f"({report.parts_rendered} of {report.parts_total} parts rendered, the rest from the cache) "
+        f"in {elapsed:.1f} s; {manifest.files['m4b'].file}, {manifest.files['mp3'].file}, "
+        f"{manifest.files['srt'].file}, manifest.json"
+    )

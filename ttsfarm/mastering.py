@@ -1,0 +1,119 @@
+"""Loudness mastering: every chapter brought to one integrated loudness (ITU-R BS.1770 /
+EBU R128, measured with pyloudnorm) with true peaks kept under a ceiling by a look-ahead
+limiter. Pure functions on float arrays; no files here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pyloudnorm
+from scipy.ndimage import minimum_filter1d, uniform_filter1d  # type: ignore[import-untyped]
+from scipy.signal import resample_poly  # type: ignore[import-untyped]
+
+TARGET_LUFS: Final = -18.0
+"""Integrated loudness of every chapter: a common target for spoken word."""
+PEAK_CEILING_DBTP: Final = -1.0
+"""True peaks (4x oversampled) stay below this, leaving room for lossy encoders."""
+LIMITER_MARGIN_DB: Final = 0.3
+"""The limiter aims this far under the ceiling, for 16-bit rounding and resampling."""
+LIMITER_WINDOW_SECONDS: Final = 0.010
+"""Look-ahead and smoothing of the limiter's gain: short enough to leave speech intact,
+long enough not to distort a 100 Hz voice."""
+TRUE_PEAK_OVERSAMPLING: Final = 4
+LOUDNESS_TOLERANCE_LU: Final = 0.1
+MAX_PASSES: Final = 4
+"""Gain then limit, re-measured: limiting lowers loudness a little, so a few passes settle."""
+BLOCK_SECONDS: Final = 0.4
+"""The BS.1770 gating block: shorter audio is padded with silence to be measured."""
+SILENCE_LUFS: Final = -70.0
+
+
+@dataclass(frozen=True)
+class Mastered:
+    """Audio after mastering, and what was measured."""
+
+    audio: np.ndarray
+    loudness: float
+    """Integrated loudness after mastering, LUFS."""
+    true_peak: float
+    """Highest true peak after mastering, dBTP."""
+    gain: float
+    """Gain applied before limiting, dB."""
+
+
+def db_to_linear(db: float) -> float:
+    return float(10 ** (db / 20))
+
+
+def integrated_loudness(audio: np.ndarray, rate: int) -> float:
+    """Integrated loudness in LUFS; ``-inf`` for silence."""
+    block = math.ceil(BLOCK_SECONDS * rate) + 1
+    if len(audio) < block:
+        audio = np.concatenate([audio, np.zeros(block - len(audio), dtype=audio.dtype)])
+    return float(pyloudnorm.Meter(rate).integrated_loudness(audio.astype(np.float64)))
+
+
+def true_peak(audio: np.ndarray) -> float:
+    """The highest peak of ``audio`` oversampled 4 times, in dBTP (``-inf`` for silence)."""
+    if not len(audio):
+        return -math.inf
+    peak = float(np.abs(resample_poly(audio, TRUE_PEAK_OVERSAMPLING, 1)).max())
+    return 20 * math.log10(peak) if peak > 0 else -math.inf
+
+
+def peak_envelope(audio: np.ndarray) -> np.ndarray:
+    """Each sample's true peak: the largest magnitude among its 4x-oversampled values."""
+    oversampled: np.ndarray = np.abs(resample_poly(audio, TRUE_PEAK_OVERSAMPLING, 1))
+    peaks: np.ndarray = oversampled[: len(audio) * TRUE_PEAK_OVERSAMPLING].reshape(len(audio), -1).max(axis=1)
+    return peaks
+
+
+def limiter_gain(peaks: np.ndarray, rate: int, ceiling_db: float) -> np.ndarray:
+    """Per-sample gain that brings every peak in ``peaks`` under ``ceiling_db``.
+
+    The gain each sample needs is spread over a window on both sides (a minimum filter) and
+    then smoothed by a moving average of the same width: the average of values that are all
+    at most the need at a peak cannot exceed it, so every peak gets at least its reduction.
+    """
+    need = np.minimum(1.0, db_to_linear(ceiling_db) / np.maximum(peaks, 1e-12))
+    width = max(1, round(LIMITER_WINDOW_SECONDS * rate)) | 1
+    gain: np.ndarray = uniform_filter1d(minimum_filter1d(need, width, mode="nearest"), width, mode="nearest")
+    return gain
+
+
+def master(
+    audio: np.ndarray, rate: int, target_lufs: float = TARGET_LUFS, ceiling_db: float = PEAK_CEILING_DBTP
+) -> Mastered:
+    """Bring ``audio`` to ``target_lufs`` with true peaks under ``ceiling_db``."""
+    source = audio.astype(np.float32)
+    loudness = integrated_loudness(source, rate)
+    if not math.isfinite(loudness) or loudness < SILENCE_LUFS:
+        return Mastered(source, loudness, true_peak(source), 0.0)
+    peaks = peak_envelope(source)  # peaks scale with gain: measure them once
+    total_gain = 0.0
+    audio = source
+    for _ in range(MAX_PASSES):
+        total_gain += target_lufs - loudness
+        linear = db_to_linear(total_gain)
+        gain = limiter_gain(peaks * linear, rate, ceiling_db - LIMITER_MARGIN_DB) * linear
+        audio = (source * gain).astype(np.float32)
+        loudness = integrated_loudness(audio, rate)
+        if abs(loudness - target_lufs) <= LOUDNESS_TOLERANCE_LU:
+            break
+    peak = true_peak(audio)
+    if peak > ceiling_db - LIMITER_MARGIN_DB / 2:  # the smoothed gain can leave a sliver over
+        audio = audio * np.float32(db_to_linear(ceiling_db - LIMITER_MARGIN_DB / 2 - peak))
+        loudness, peak = integrated_loudness(audio, rate), true_peak(audio)
+    return Mastered(audio, loudness, peak, total_gain)
+
+
+def resample(audio: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
+    """``audio`` at ``target_rate`` (a polyphase filter; a no-op when the rates match)."""
+    if rate == target_rate:
+        return audio
+    step = math.gcd(rate, target_rate)
+    resampled: np.ndarray = resample_poly(audio, target_rate // step, rate // step)
+    return resampled.astype(audio.dtype)
