@@ -124,7 +124,6 @@ def voices(settings: Settings) -> None:
 # Command groups that live in their own modules register themselves on import.
 # One import per module, each on its own line.
 from ttsfarm import cli_book  # noqa: E402,F401,I001
-from ttsfarm import cli_book  # noqa: E402,F401,I001
 from ttsfarm import cli_farm  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover - `python -m ttsfarm.cli`
