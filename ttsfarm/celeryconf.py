@@ -7,7 +7,8 @@ Each setting below is deliberate:
   it finished; if the worker dies mid-job the message goes back to the queue.
 - Visibility timeout (Redis): an unacknowledged message is handed out again after this long,
   so it must exceed the longest job. Jobs are bounded by ``MAX_TEXT_CHARS`` (about 3 hours of
-  speech); see ``VISIBILITY_TIMEOUT_SECONDS``.
+  speech); the default, six hours, is ``Settings.visibility_timeout_seconds``. This is also how
+  the job of a worker killed outright (power loss, SIGKILL) comes back: after the timeout.
 - Prefetch multiplier 1: a worker running N jobs at a time holds at most N messages, enough
   to keep its batches full without hoarding work another worker could start.
 - Events on (task sent/started/succeeded...), so Flower shows every job and its runtime.
@@ -22,14 +23,13 @@ from celery import Celery
 from ttsfarm.settings import Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
-VISIBILITY_TIMEOUT_SECONDS: Final = 6 * 3600
-"""Six hours: a 200,000-character job is about 3 hours of speech; a GPU worker speaks it in
-well under a minute and a CPU worker (15x real time) in about 15 minutes, so even a CPU
-worker with several such jobs in flight finishes far inside this bound."""
 RESULT_EXPIRES_SECONDS: Final = 7 * 24 * 3600
 PUBLISH_RETRIES: Final = 2
 """Publishing retries when the broker is down, before the producer reports it (no hang)."""
 BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3
+RESTORE_SWEEP_SECONDS: Final = 10
+"""How often a worker looks for jobs whose visibility timeout ran out (one cheap Redis query).
+A job of a worker that vanished comes back within visibility timeout + this."""
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -46,8 +46,8 @@ def make_celery(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
-        result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
+        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
         broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
         broker_connection_retry_on_startup=True,
         task_publish_retry=True,
@@ -66,6 +66,13 @@ def make_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
     )
     app.conf.broker_transport_options.update(
-        {"socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS, "socket_timeout": 10}
+        {
+            "socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": 10,
+            "unacked_restore_interval": min(
+                RESTORE_SWEEP_SECONDS, max(1, settings.visibility_timeout_seconds // 4)
+            ),
+            "unacked_restore_throttle": 1,
+        }
     )
     return app

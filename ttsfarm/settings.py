@@ -55,6 +55,9 @@ class Settings:
     concurrency: int = 16
     """Jobs one worker runs at a time; their segments share batches."""
     queue: str = "ttsfarm"
+    visibility_timeout_seconds: int = 6 * 3600
+    """Redis hands an unacknowledged job to another worker after this long: keep it above
+    the longest job (see ``ttsfarm/celeryconf.py``)."""
     retry_backoff_seconds: float = 2.0
     """First retry of a job after a transient error waits this long; each next one twice as long."""
     temp_dir: str | None = None

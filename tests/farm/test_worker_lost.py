@@ -1,0 +1,41 @@
+"""No job is lost when a worker dies mid-job: the job comes back and another worker finishes it."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import redis
+
+from producer import Client
+from tests.farm.conftest import WorkerProcess, farm_env
+from ttsfarm.settings import Settings
+
+EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
+LOST_REDIS_URL = "redis://127.0.0.1:6379/12"  # own database: its short visibility timeout stays here
+VISIBILITY_SECONDS = "8"
+
+
+def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    redis.Redis.from_url(LOST_REDIS_URL).flushdb()
+    env = farm_env(LOST_REDIS_URL, s3_endpoint, TTSFARM_VISIBILITY_TIMEOUT_SECONDS=VISIBILITY_SECONDS)
+    settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
+    doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
+    with Client.from_env(settings) as client:
+        job_id = client.submit(EXAMPLE[:1200])
+        deadline = time.monotonic() + 60
+        while client.status(job_id).segments_done == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.status(job_id).state == "running"
+        doomed.process.send_signal(signal.SIGKILL)  # no goodbye, no requeue by the worker itself
+        doomed.process.wait()
+        doomed.stop()
+        rescuer = WorkerProcess(env, tmp_path / "rescuer.log", "rescuer", concurrency=2)
+        try:
+            result = client.wait(job_id, timeout=120)
+        finally:
+            rescuer.stop()
+        assert client.status(job_id).attempts >= 2
+        assert result.duration > 30
+        assert result.segments[0].text.startswith("The town of Ellery")
