@@ -1,0 +1,315 @@
+"""Audiobooks end to end on the real voice: files, chapter markers, timings, loudness, resume."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyloudnorm
+import pytest
+import soundfile as sf
+from mutagen.id3 import ID3
+from mutagen.mp4 import MP4
+from scipy.signal import resample  # type: ignore[import-untyped]
+
+from ttsfarm.audiobook import BuildReport, build_audiobook
+from ttsfarm.book import Book, read_book
+from ttsfarm.errors import InvalidInput, VoiceNotFound
+from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
+from ttsfarm.render import LocalRenderer, PartProgress
+from worker.batcher import Batcher
+from worker.engine import Engine
+from worker.pipeline import Synthesizer
+
+FAST = SynthesisOptions(length_scale=0.6, noise_scale=0.0, noise_w=0.0)
+TINY_BOOK = (
+    "chapter,title,text,notes\n"
+    "1,The Town,The mill turned.,ignored\n"
+    '1,The Town,"The bakery opened at six, as always.",\n'
+    "2,The Bridge,Everything changed.,\n"
+    "3,The Ferry,The ferry crossed twice a day.,\n"
+    "3,The Ferry,Then it stopped.,\n"
+)
+TITLES = ["The Town", "The Bridge", "The Ferry"]
+TARGET = -18.0
+Built = tuple[Path, dict[str, Any]]
+"""The output folder of the shared tiny book and its manifest."""
+
+
+class Interrupt(KeyboardInterrupt):
+    """What Ctrl-C raises, from a chosen render call."""
+
+
+@dataclass
+class CountingRenderer:
+    """Wraps a real renderer and counts what it is asked to do; can interrupt on a chosen call."""
+
+    inner: LocalRenderer
+    interrupt_on: int | None = None
+    renders: list[str] = field(default_factory=list)
+    checks: int = 0
+
+    @property
+    def concurrency(self) -> int:
+        return 1  # one part at a time, so "interrupt on call N" is exact
+
+    def check(self, request: JobRequest) -> int:
+        self.checks += 1
+        return self.inner.check(request)
+
+    def render(
+        self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
+    ) -> JobResult:
+        if self.interrupt_on is not None and len(self.renders) + 1 == self.interrupt_on:
+            raise Interrupt
+        self.renders.append(request.text)
+        return self.inner.render(request, target, progress, cancelled)
+
+
+@pytest.fixture(scope="module")
+def renderer(engine: Engine) -> Iterator[LocalRenderer]:
+    with Batcher(lambda voice: engine, max_batch=8, max_wait=0.02) as batcher:
+        yield LocalRenderer(Synthesizer(batcher))
+
+
+def tiny_book(folder: Path, content: str = TINY_BOOK) -> Book:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny.csv").write_text(content, encoding="utf-8")
+    return read_book(str(folder / "tiny.csv"), FAST, title="Tiny Book")
+
+
+def build(book: Book, outdir: Path, renderer: CountingRenderer | LocalRenderer) -> BuildReport:
+    return build_audiobook(book, outdir, renderer, "tiny.csv", TARGET)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, renderer: LocalRenderer) -> Built:
+    folder = tmp_path_factory.mktemp("book")
+    counting = CountingRenderer(renderer)
+    report = build(tiny_book(folder), folder / "out", counting)
+    assert not report.already_done and report.parts_rendered == report.parts_total == 3
+    assert len(counting.renders) == 3
+    return folder / "out", json.loads((folder / "out" / "manifest.json").read_text())
+
+
+def listing(outdir: Path) -> dict[str, str]:
+    """Every output file (not the part cache) with its checksum."""
+    from ttsfarm.files import sha256_file
+
+    return {
+        str(p.relative_to(outdir)): sha256_file(p)
+        for p in sorted(outdir.rglob("*"))
+        if p.is_file() and ".parts" not in p.parts
+    }
+
+
+def test_full_output_set(built: Built) -> None:
+    outdir, manifest = built
+    assert sorted(listing(outdir)) == [
+        "chapters/01-the-town.flac",
+        "chapters/01-the-town.srt",
+        "chapters/02-the-bridge.flac",
+        "chapters/02-the-bridge.srt",
+        "chapters/03-the-ferry.flac",
+        "chapters/03-the-ferry.srt",
+        "manifest.json",
+        "tiny-book.m4b",
+        "tiny-book.mp3",
+        "tiny-book.srt",
+    ]
+    assert not [p for p in outdir.rglob("*partial*")] and not [p for p in outdir.rglob("*rendering*")]
+    assert [c["title"] for c in manifest["chapters"]] == TITLES
+    for entry in [*(c["audio"] for c in manifest["chapters"]), *manifest["files"].values()]:
+        from ttsfarm.files import sha256_file
+
+        path = outdir / entry["file"]
+        assert path.stat().st_size == entry["size"] and sha256_file(path) == entry["sha256"]
+    assert [s["text"] for s in manifest["chapters"][0]["sentences"]] == [
+        "The mill turned.",
+        "The bakery opened at six, as always.",
+    ]
+
+
+def test_chapter_durations_equal_the_audio_files(built: Built) -> None:
+    outdir, manifest = built
+    start = 0.0
+    for chapter in manifest["chapters"]:
+        info = sf.info(outdir / chapter["audio"]["file"])
+        assert info.samplerate == manifest["sample_rate"] == 22050
+        assert chapter["duration"] == chapter["audio"]["duration"] == info.frames / info.samplerate
+        assert chapter["start"] == pytest.approx(start, abs=1e-9)
+        start += chapter["duration"]
+    assert manifest["duration"] == pytest.approx(start)
+    for kind in ("m4b", "mp3"):  # lossy encoders add at most a frame or two of padding
+        assert manifest["files"][kind]["duration"] == pytest.approx(start, abs=0.15)
+
+
+def test_m4b_and_mp3_have_a_marker_at_each_chapter_start(built: Built) -> None:
+    outdir, manifest = built
+    starts = [c["start"] for c in manifest["chapters"]]
+    m4b = MP4(outdir / "tiny-book.m4b")
+    assert [c.title for c in m4b.chapters] == TITLES
+    assert [c.start for c in m4b.chapters] == pytest.approx(starts, abs=0.002)
+    assert m4b.tags["\xa9nam"] == ["Tiny Book"]
+    assert m4b.info.length == pytest.approx(manifest["duration"], abs=0.15)
+    chapters = sorted(ID3(outdir / "tiny-book.mp3").getall("CHAP"), key=lambda c: c.start_time)
+    assert [c.start_time / 1000 for c in chapters] == pytest.approx(starts, abs=0.002)
+    assert [c.sub_frames["TIT2"].text[0] for c in chapters] == TITLES
+
+
+def parse_srt(text: str) -> list[tuple[float, float, str]]:
+    def seconds(stamp: str) -> float:
+        h, m, rest = stamp.split(":")
+        s, ms = rest.split(",")
+        return int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+
+    cues = re.findall(r"\d+\n(\S+) --> (\S+)\n(.+)\n", text)
+    return [(seconds(a), seconds(b), words) for a, b, words in cues]
+
+
+def test_subtitles_line_up_with_the_spoken_segments(built: Built) -> None:
+    outdir, manifest = built
+    book_cues = parse_srt((outdir / "tiny-book.srt").read_text(encoding="utf-8"))
+    expected = [
+        (c["start"] + s["start"], c["start"] + s["end"], s["text"])
+        for c in manifest["chapters"]
+        for s in c["sentences"]
+    ]
+    assert len(book_cues) == len(expected) == 5
+    for (start, end, text), (want_start, want_end, want_text) in zip(book_cues, expected, strict=True):
+        assert text == want_text
+        assert start == pytest.approx(want_start, abs=0.0006) and end == pytest.approx(want_end, abs=0.0006)
+    for chapter in manifest["chapters"]:
+        audio, rate = sf.read(outdir / chapter["audio"]["file"], dtype="float32")
+        cues = parse_srt((outdir / chapter["subtitles"]["file"]).read_text(encoding="utf-8"))
+        edges = [0.0, *(t for start, end, _ in cues for t in (start, end)), len(audio) / rate]
+        for n, (a, b) in enumerate(itertools.pairwise(edges)):
+            window = audio[int((a + 0.01) * rate) : int((b - 0.01) * rate)]
+            if n % 2:  # inside a cue: speech
+                assert np.sqrt(np.mean(window**2)) > 0.02, (chapter["title"], a, b)
+            else:  # before, between and after cues: silence
+                assert len(window) > 0 and np.abs(window).max() < 0.002, (chapter["title"], a, b)
+
+
+def test_each_chapter_is_at_the_target_loudness_with_peaks_below_the_ceiling(
+    built: Built,
+) -> None:
+    outdir, manifest = built
+    assert manifest["target_lufs"] == TARGET and manifest["peak_ceiling_dbtp"] == -1.0
+    for chapter in manifest["chapters"]:
+        audio, rate = sf.read(outdir / chapter["audio"]["file"], dtype="float64")
+        loudness = pyloudnorm.Meter(rate).integrated_loudness(audio)
+        assert abs(loudness - TARGET) <= 1.0, (chapter["title"], loudness)
+        oversampled = resample(audio, len(audio) * 4)  # FFT resampling, not the limiter's filter
+        assert 20 * np.log10(np.abs(oversampled).max()) < -1.0
+
+
+def test_resume_renders_only_what_was_not_finished(tmp_path: Path, renderer: LocalRenderer) -> None:
+    book = tiny_book(tmp_path)
+    outdir = tmp_path / "out"
+    with pytest.raises(Interrupt):
+        build(book, outdir, CountingRenderer(renderer, interrupt_on=3))
+    assert not (outdir / "manifest.json").exists()  # nothing presented as done
+    assert len(list((outdir / ".parts").glob("*.json"))) == 2
+
+    resumed = CountingRenderer(renderer)
+    report = build(book, outdir, resumed)
+    assert resumed.renders == ["The ferry crossed twice a day.\n\nThen it stopped."]
+    assert resumed.checks == 1  # only the missing part is planned
+    assert (report.parts_rendered, report.parts_total, report.already_done) == (1, 3, False)
+    first = listing(outdir)
+
+    again = CountingRenderer(renderer)
+    assert build(book, outdir, again).already_done
+    assert again.renders == [] and again.checks == 0
+    assert listing(outdir) == first
+
+    # Outputs lost, parts kept: the same book again, byte for byte, with nothing synthesized.
+    shutil.rmtree(outdir / "chapters")
+    (outdir / "tiny-book.m4b").unlink()
+    rebuilt = CountingRenderer(renderer)
+    assert not build(book, outdir, rebuilt).already_done
+    assert rebuilt.renders == []
+    assert listing(outdir) == first
+
+
+def test_resumed_book_has_the_same_timeline_as_one_made_in_one_go(
+    tmp_path: Path,
+    renderer: LocalRenderer,
+    built: Built,
+) -> None:
+    book = tiny_book(tmp_path)
+    with pytest.raises(Interrupt):
+        build(book, tmp_path / "out", CountingRenderer(renderer, interrupt_on=2))
+    manifest = build(book, tmp_path / "out", renderer).manifest.to_dict()
+    _, whole = built
+    assert [c["duration"] for c in manifest["chapters"]] == [c["duration"] for c in whole["chapters"]]
+    assert [c["sentences"] for c in manifest["chapters"]] == [c["sentences"] for c in whole["chapters"]]
+    assert manifest["book_key"] == whole["book_key"]
+
+
+def test_a_changed_chapter_is_the_only_one_made_again(tmp_path: Path, renderer: LocalRenderer) -> None:
+    outdir = tmp_path / "out"
+    build(tiny_book(tmp_path), outdir, renderer)
+    changed = TINY_BOOK.replace("2,The Bridge,Everything changed.", "2,The New Bridge,It all changed.")
+    counting = CountingRenderer(renderer)
+    report = build(tiny_book(tmp_path, changed), outdir, counting)
+    assert counting.renders == ["It all changed."]
+    files = listing(outdir)
+    assert "chapters/02-the-new-bridge.flac" in files and "chapters/02-the-bridge.flac" not in files
+    assert [c.title for c in report.manifest.chapters] == ["The Town", "The New Bridge", "The Ferry"]
+
+
+def test_a_damaged_cached_part_is_made_again(tmp_path: Path, renderer: LocalRenderer) -> None:
+    outdir = tmp_path / "out"
+    build(tiny_book(tmp_path), outdir, renderer)
+    part = sorted((outdir / ".parts").glob("0002-*.flac"))[0]
+    part.write_bytes(part.read_bytes()[:1000])
+    (outdir / "manifest.json").unlink()
+    counting = CountingRenderer(renderer)
+    build(tiny_book(tmp_path), outdir, counting)
+    assert counting.renders == ["Everything changed."]
+
+
+def test_titles_cannot_write_outside_the_folder(tmp_path: Path, renderer: LocalRenderer) -> None:
+    content = 'chapter,title,text\n../../x,../../escape,Hello there.\n/etc,"/etc/passwd",Good night.\n'
+    book = tiny_book(tmp_path / "in", content)
+    book = Book("../../../outside", book.chapters)
+    before = {p for p in tmp_path.rglob("*")}
+    build(book, tmp_path / "in" / "out", renderer)
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert created and all(p.is_relative_to(tmp_path / "in" / "out") for p in created)
+    assert sorted(listing(tmp_path / "in" / "out")) == [
+        "chapters/01-escape.flac",
+        "chapters/01-escape.srt",
+        "chapters/02-etc-passwd.flac",
+        "chapters/02-etc-passwd.srt",
+        "manifest.json",
+        "outside.m4b",
+        "outside.mp3",
+        "outside.srt",
+    ]
+
+
+def test_unknown_voice_is_reported_with_its_line_before_any_audio(
+    tmp_path: Path, renderer: LocalRenderer
+) -> None:
+    content = "chapter,text,voice\n1,Hello.,\n2,Who is this?,nobody\n"
+    counting = CountingRenderer(renderer)
+    with pytest.raises(VoiceNotFound, match=r"^tiny\.csv, line 3: unknown voice 'nobody'"):
+        build(tiny_book(tmp_path, content), tmp_path / "out", counting)
+    assert counting.renders == []
+    assert not list((tmp_path / "out" / ".parts").glob("*.flac"))
+
+
+def test_an_output_folder_that_is_a_file_is_refused(tmp_path: Path, renderer: LocalRenderer) -> None:
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(InvalidInput, match="cannot write to"):
+        build(tiny_book(tmp_path), tmp_path / "taken", renderer)

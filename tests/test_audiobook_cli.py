@@ -1,0 +1,100 @@
+"""``ttsfarm audiobook`` as a user runs it: real processes, real files, real Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery-book.csv"
+FAST = ("--length-scale", "0.6")
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ttsfarm.cli", "audiobook", *args]
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
+
+
+def ttsfarm_audiobook(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command(*args), cwd=cwd, env=environment(), capture_output=True, text=True, timeout=240
+    )
+
+
+BAD_INPUTS: list[tuple[bytes, list[str], str]] = [
+    (b"", [], "book.csv is empty: give a CSV with a header row and a 'text' column"),
+    (b"chapter,words\n1,Hello.\n", [], "book.csv has no 'text' column"),
+    (
+        b"chapter,text\n1,Hello.\n2,\n",
+        [],
+        "book.csv, line 3: the text is empty: fill it in, or pass --skip-empty",
+    ),
+    ("text\ncaf\xe9\n".encode("latin-1"), [], "book.csv is not UTF-8 text"),
+    (b"chapter,text,voice\n1,Hi.,\n2,Hello.,nobody\n", [], "book.csv, line 3: unknown voice 'nobody'"),
+    (b"chapter,text\n1,Hello.\n", ["--voice", "nobody"], "book.csv, line 2: unknown voice 'nobody'"),
+    (b"chapter,text\n1,Hello.\n", ["--length-scale", "0"], "length scale must be between"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUTS)))
+def test_bad_input_gives_one_clear_line_and_no_audio(tmp_path: Path, case: int) -> None:
+    content, extra, message = BAD_INPUTS[case]
+    (tmp_path / "book.csv").write_bytes(content)
+    run = ttsfarm_audiobook("book.csv", "-o", "out", "-q", *extra, cwd=tmp_path)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    assert message in run.stderr
+    assert run.stderr.strip().count("\n") == 0, run.stderr
+    made = [p.name for p in (tmp_path / "out").rglob("*") if p.is_file() and p.name != "lock"]
+    assert made == []
+
+
+def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path) -> None:
+    (tmp_path / "book.csv").write_text("chapter,title,text\n1,One,Hello there.\n1,One,\n2,Two,Bye.\n")
+    run = ttsfarm_audiobook("book.csv", "-o", "out", "--skip-empty", "-q", *FAST, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "out: 2 chapters" in run.stdout and "2 of 2 parts rendered" in run.stdout
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [c["title"] for c in manifest["chapters"]] == ["One", "Two"]
+    again = ttsfarm_audiobook("book.csv", "-o", "out", "--skip-empty", "-q", *FAST, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "finished already" in again.stdout
+
+
+def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
+    args = command(str(EXAMPLE), "-o", "out", *FAST)
+    process = subprocess.Popen(
+        args, cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    parts = tmp_path / "out" / ".parts"
+    deadline = time.monotonic() + 180
+    while not list(parts.glob("*.json")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0, "the run finished before it could be interrupted"
+    assert "Traceback" not in stderr.decode()
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert not list(parts.glob(".*rendering*"))
+    finished = len(list(parts.glob("*.json")))
+    assert 1 <= finished < 6
+
+    run = subprocess.run(
+        [*args, "-q"], cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=240
+    )
+    assert run.returncode == 0, run.stderr
+    rendered = re.search(r"(\d+) of (\d+) parts rendered", run.stdout)
+    assert rendered is not None and int(rendered[2]) == 6
+    assert int(rendered[1]) == 6 - finished  # every finished part was re-used
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert len(manifest["chapters"]) == 6
