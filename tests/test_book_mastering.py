@@ -1,0 +1,86 @@
+"""Loudness mastering on signals with known properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyloudnorm
+import pytest
+from scipy.signal import resample  # type: ignore[import-untyped]
+
+from ttsfarm.mastering import limiter_gain, master, peak_envelope, true_peak
+from ttsfarm.mastering import resample as resample_to
+
+RATE = 22050
+
+
+def fft_true_peak(audio: np.ndarray) -> float:
+    """dBTP measured another way than the code under test (FFT resampling, 8x)."""
+    return float(20 * np.log10(np.abs(resample(audio, len(audio) * 8)).max()))
+
+
+def speech_like(seconds: float, seed: int = 1) -> np.ndarray:
+    """Bursts of modulated tones with sharp transients and gaps: a high crest factor, like speech."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * RATE)) / RATE
+    voice = (
+        np.sin(2 * np.pi * 140 * t) + 0.5 * np.sin(2 * np.pi * 420 * t) + 0.2 * rng.standard_normal(len(t))
+    )
+    envelope = (np.sin(2 * np.pi * 2.5 * t) > 0.2).astype(np.float64)
+    clicks = np.zeros_like(t)
+    clicks[rng.integers(0, len(t), 20)] = 3.0  # isolated spikes far above the rest
+    return (0.05 * voice * envelope + 0.05 * clicks).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", [-18.0, -23.0, -14.0])
+def test_master_hits_the_target_with_true_peaks_under_the_ceiling(target: float) -> None:
+    audio = speech_like(6.0)
+    assert (
+        fft_true_peak(audio) - pyloudnorm.Meter(RATE).integrated_loudness(audio) > 18
+    )  # gain alone would clip
+    mastered = master(audio, RATE, target, ceiling_db=-1.0)
+    loudness = pyloudnorm.Meter(RATE).integrated_loudness(mastered.audio.astype(np.float64))
+    assert abs(loudness - target) <= 0.2
+    assert fft_true_peak(mastered.audio) < -1.0
+    assert mastered.loudness == pytest.approx(loudness, abs=1e-6)
+    assert len(mastered.audio) == len(audio)
+
+
+def test_limiter_leaves_audio_below_the_ceiling_untouched() -> None:
+    audio = speech_like(3.0) * np.float32(0.1)
+    peaks = peak_envelope(audio)
+    assert np.all(limiter_gain(peaks, RATE, ceiling_db=-1.0) == 1.0)
+    mastered = master(audio, RATE, target_lufs=-40.0)  # quieter: plain gain, no limiting
+    ratio = mastered.audio[audio != 0] / audio[audio != 0]
+    assert np.allclose(ratio, ratio[0], rtol=1e-4)
+
+
+def test_limiter_gain_covers_every_peak() -> None:
+    rng = np.random.default_rng(3)
+    peaks = np.abs(rng.standard_normal(5000)) * 2
+    gain = limiter_gain(peaks, RATE, ceiling_db=0.0)
+    assert np.all(peaks * gain <= 1.0 + 1e-9)
+    assert gain.max() <= 1.0
+
+
+def test_silence_stays_silence() -> None:
+    mastered = master(np.zeros(RATE, dtype=np.float32), RATE)
+    assert not mastered.audio.any() and mastered.gain == 0.0
+    assert true_peak(mastered.audio) == -np.inf
+
+
+def test_resample_keeps_duration_and_pitch() -> None:
+    t = np.arange(16000) / 16000
+    tone = np.sin(2 * np.pi * 440 * t).astype(np.float32)
+    converted = resample_to(tone, 16000, RATE)
+    assert len(converted) == RATE and converted.dtype == np.float32
+    spectrum = np.abs(np.fft.rfft(converted))
+    assert np.argmax(spectrum) * RATE / len(converted) == pytest.approx(440, abs=1)
+
+
+def test_limiter_only_acts_near_a_peak() -> None:
+    peaks = np.full(RATE, 0.5)
+    peaks[RATE // 2] = 2.0
+    gain = limiter_gain(peaks, RATE, ceiling_db=0.0)
+    assert gain[RATE // 2] <= 0.5
+    reach = np.flatnonzero(gain < 1.0)
+    assert (reach.max() - reach.min()) / RATE < 0.025  # about two 10 ms windows, nothing more
