@@ -61,12 +61,15 @@ def test_bad_input_gives_one_clear_line_and_no_audio(tmp_path: Path, case: int) 
 
 def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path) -> None:
     (tmp_path / "book.csv").write_text("chapter,title,text\n1,One,Hello there.\n1,One,\n2,Two,Bye.\n")
-    run = ttsfarm_audiobook("book.csv", "-o", "out", "--skip-empty", "-q", *FAST, cwd=tmp_path)
+    options = ("--skip-empty", "--target-lufs", "-20", "-q", *FAST)
+    run = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "out: 2 chapters" in run.stdout and "2 of 2 parts rendered" in run.stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [c["title"] for c in manifest["chapters"]] == ["One", "Two"]
-    again = ttsfarm_audiobook("book.csv", "-o", "out", "--skip-empty", "-q", *FAST, cwd=tmp_path)
+    assert manifest["target_lufs"] == -20.0
+    assert all(abs(c["loudness"] + 20.0) <= 0.5 for c in manifest["chapters"])
+    again = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "finished already" in again.stdout
 

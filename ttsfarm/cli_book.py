@@ -20,9 +20,7 @@ from ttsfarm.settings import Settings
 @click.option(
     "--target-lufs",
     type=click.FloatRange(-40, -10),
-    default=-18.0,
-    show_default=True,
-    help="Loudness of every chapter (true peaks stay below -1 dBTP).",
+    help="Loudness of every chapter in LUFS (default -18; true peaks stay below -1 dBTP).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
@@ -35,7 +33,7 @@ def audiobook(
     length_scale: float | None,
     title: str | None,
     skip_empty: bool,
-    target_lufs: float,
+    target_lufs: float | None,
     quiet: bool,
 ) -> None:
     """Speak BOOK.csv into OUTDIR: chapter files, one .m4b with chapter markers, an .mp3,
@@ -43,6 +41,7 @@ def audiobook(
     from ttsfarm.audiobook import build_audiobook
     from ttsfarm.book import read_book
     from ttsfarm.book_progress import BookProgress
+    from ttsfarm.mastering import TARGET_LUFS
     from ttsfarm.render import LocalRenderer
     from worker.local import local_synthesizer
 
@@ -51,7 +50,9 @@ def audiobook(
         click.echo("note: audiobooks are rendered in this process; the farm is not used yet", err=True)
     started = time.perf_counter()
     with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
-        report = build_audiobook(book, outdir, LocalRenderer(synthesizer), csv_file, target_lufs, progress)
+        renderer = LocalRenderer(synthesizer)
+        target = TARGET_LUFS if target_lufs is None else target_lufs
+        report = build_audiobook(book, outdir, renderer, csv_file, target, progress)
     elapsed = time.perf_counter() - started
     manifest = report.manifest
     if report.already_done:
