@@ -90,13 +90,28 @@ def test_similar_lengths_go_together(engine: Engine, voice: Voice, phonemizer: P
         TEXTS[13] + " Yes.",
     ]
     gate = threading.Event()
-    with Batcher(lambda v: (gate.wait(), engine)[1], max_batch=4, max_wait=0.5) as batcher:
+    loose = dict(max_batch=4, max_wait=0.5, max_padding_ratio=0.5)
+    with Batcher(lambda v: (gate.wait(), engine)[1], **loose) as batcher:  # type: ignore[arg-type]
         futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in texts]
         gate.set()
         for f in futures:
             f.result(120)
     assert batcher.stats.batch_sizes == [4, 4]
     assert batcher.stats.padding_ratio < 0.25
+
+
+def test_padding_cap_keeps_far_lengths_apart(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+    texts = ["Hi.", TEXTS[13], "Yes.", TEXTS[13] + " More."]
+    gate = threading.Event()
+    with Batcher(
+        lambda v: (gate.wait(), engine)[1], max_batch=4, max_wait=0.5, max_padding_ratio=0.15
+    ) as batcher:
+        futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in texts]
+        gate.set()
+        for f in futures:
+            f.result(120)
+    assert sorted(batcher.stats.batch_sizes) == [2, 2]
+    assert batcher.stats.padding_ratio <= 0.15
 
 
 def test_out_of_memory_halves_the_batch(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:

@@ -52,6 +52,8 @@ class Settings:
     max_phoneme_ids: int = 400
     max_padded_ids: int | None = None
     """Cap on batch size times longest item, in phoneme ids; unset means no cap."""
+    max_padding_ratio: float = 0.15
+    """Largest share of padding a batch may carry; farther-length items wait for the next."""
     concurrency: int = 16
     """Jobs one worker runs at a time; their segments share batches."""
     queue: str = "ttsfarm"

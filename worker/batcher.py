@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH: Final = 8
 DEFAULT_MAX_WAIT: Final = 0.080
 """Seconds to wait for more items after the oldest waiting one arrived."""
+DEFAULT_MAX_PADDING_RATIO: Final = 0.15
+"""A batch gives up its farthest-length items until at most this share of it is padding:
+padding is computed like real work, so on a CPU a padded batch is slower than none."""
 MAX_HALVINGS: Final = 2
 """How often an out-of-memory batch is halved before its items run one by one."""
 
@@ -79,12 +82,14 @@ class Batcher:
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait: float = DEFAULT_MAX_WAIT,
         max_padded_ids: int | None = None,
+        max_padding_ratio: float = DEFAULT_MAX_PADDING_RATIO,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.max_batch = max_batch
         self.max_wait = max_wait
         self.max_padded_ids = max_padded_ids
+        self.max_padding_ratio = max_padding_ratio
         self.stats = BatcherStats()
         self._load_engine = load_engine
         self._engines: dict[str, Engine] = {}
@@ -176,18 +181,22 @@ class Batcher:
             if best_spread is None or spread < best_spread:
                 best_start, best_spread = start, spread
         batch = compatible[best_start : best_start + size]
-        if self.max_padded_ids is not None:
-            while (
-                len(batch) > 1
-                and len(batch) * max(len(p.item.phoneme_ids) for p in batch) > self.max_padded_ids
-            ):
-                # drop the item farthest from the oldest in length, never the oldest itself
-                far = max(
-                    (p for p in batch if p is not oldest),
-                    key=lambda p: abs(len(p.item.phoneme_ids) - len(oldest.item.phoneme_ids)),
-                )
-                batch.remove(far)
+        while len(batch) > 1 and self._too_costly(batch):
+            # drop the item farthest from the oldest in length, never the oldest itself
+            far = max(
+                (p for p in batch if p is not oldest),
+                key=lambda p: abs(len(p.item.phoneme_ids) - len(oldest.item.phoneme_ids)),
+            )
+            batch.remove(far)
         return batch
+
+    def _too_costly(self, batch: list[_Pending]) -> bool:
+        """Over the padded-ids budget, or more padding than ``max_padding_ratio``."""
+        lengths = [len(p.item.phoneme_ids) for p in batch]
+        padded = len(lengths) * max(lengths)
+        if self.max_padded_ids is not None and padded > self.max_padded_ids:
+            return True
+        return 1 - sum(lengths) / padded > self.max_padding_ratio
 
     def _execute(self, batch: list[_Pending], halvings: int) -> None:
         voice, scales = batch[0].voice, batch[0].key[1]

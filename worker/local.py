@@ -34,6 +34,7 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
         max_batch=settings.max_batch,
         max_wait=settings.max_wait_ms / 1000,
         max_padded_ids=settings.max_padded_ids,
+        max_padding_ratio=settings.max_padding_ratio,
     )
     return Synthesizer(
         batcher,
