@@ -43,18 +43,27 @@ def audiobook(
     from ttsfarm.book_progress import BookProgress
     from ttsfarm.mastering import TARGET_LUFS
     from ttsfarm.render import LocalRenderer
-    from worker.local import local_synthesizer
 
     book = read_book(csv_file, options_from(voice, speaker, length_scale, settings), title, skip_empty)
-    if settings.farm_mode and not quiet:
-        click.echo("note: audiobooks are rendered in this process; the farm is not used yet", err=True)
+    target = TARGET_LUFS if target_lufs is None else target_lufs
     started = time.perf_counter()
-    with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
-        renderer = LocalRenderer(synthesizer)
-        target = TARGET_LUFS if target_lufs is None else target_lufs
-        report = build_audiobook(book, outdir, renderer, csv_file, target, progress)
+    uploaded = None
+    if settings.farm_mode:
+        from producer.audiobook import FarmRenderer, upload_book
+        from producer.client import Client
+
+        with Client.from_env(settings) as client, BookProgress(disable=quiet) as progress:
+            report = build_audiobook(book, outdir, FarmRenderer(client), csv_file, target, progress)
+            uploaded = upload_book(outdir, report.manifest, client.storage)
+    else:
+        from worker.local import local_synthesizer
+
+        with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
+            report = build_audiobook(book, outdir, LocalRenderer(synthesizer), csv_file, target, progress)
     elapsed = time.perf_counter() - started
     manifest = report.manifest
+    if uploaded is not None:
+        click.echo(f"uploaded to storage under {uploaded}/", err=True)
     if report.already_done:
         click.echo(
             f"{outdir}: finished already ({manifest.duration:.1f} s, {len(manifest.chapters)} chapters)"

@@ -88,11 +88,18 @@ class JobRegistry:
             raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
 
     def claim_key(self, idempotency_key: str, job_id: str) -> str:
-        """The job id already bound to ``idempotency_key``, or bind it to ``job_id``."""
+        """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.
+
+        A key whose job failed, was cancelled or expired is bound anew: nothing was made
+        under it, so trying again is not synthesizing twice."""
         key = f"{KEY_PREFIX}key:{idempotency_key}"
         if self._call("set", key, job_id, nx=True, ex=RECORD_TTL_SECONDS):
             return job_id
-        return cast(str, self._call("get", key)) or job_id
+        bound = cast(str, self._call("get", key)) or job_id
+        if self.status(bound).state in ("failed", "cancelled", "unknown"):
+            self._call("set", key, job_id, ex=RECORD_TTL_SECONDS)
+            return job_id
+        return bound
 
     def created(self, job_id: str) -> None:
         self._update(job_id, state="queued", submitted_at=time.time(), attempts=0)

@@ -188,3 +188,13 @@ def test_storage_down_is_retried_then_failed(
     finally:
         broken.stop()
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")
+
+
+def test_key_of_a_failed_job_can_be_tried_again(client: Client, worker: WorkerProcess) -> None:
+    failed = client.submit("Second chance.", voice="nobody", key="retry-me")
+    with pytest.raises(JobFailed):
+        client.wait(failed, timeout=60)
+    retried = client.submit("Second chance.", key="retry-me")
+    assert retried != failed
+    assert client.wait(retried, timeout=60).duration > 0
+    assert client.submit("Second chance.", key="retry-me") == retried

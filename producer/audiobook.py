@@ -1,0 +1,91 @@
+"""Audiobooks on the farm: parts of chapters become jobs, and the finished book is uploaded.
+
+Each part is submitted with its content hash as idempotency key, so a rerun after an
+interrupt attaches to the job already queued or done instead of queueing a second one.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from producer.client import Client, JobFailed
+from ttsfarm.errors import Cancelled
+from ttsfarm.jobs import JobRequest, JobResult, check_text
+from ttsfarm.manifest import MANIFEST_NAME, Manifest
+from ttsfarm.render import PartProgress
+from ttsfarm.storage import Storage
+from worker.voices import resolve_voice
+
+FARM_CONCURRENCY: Final = 32
+"""Parts in flight on the farm at once: enough to fill several workers' batches."""
+POLL_SECONDS: Final = 0.5
+BOOKS_PREFIX: Final = "books"
+CONTENT_TYPES: Final = {
+    ".m4b": "audio/mp4",
+    ".mp3": "audio/mpeg",
+    ".flac": "audio/flac",
+    ".srt": "application/x-subrip",
+    ".json": "application/json",
+}
+_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+
+
+class FarmRenderer:
+    """Renders book parts as farm jobs (see :class:`ttsfarm.render.Renderer`)."""
+
+    def __init__(self, client: Client, concurrency: int = FARM_CONCURRENCY) -> None:
+        self.client = client
+        self._concurrency = concurrency
+
+    @property
+    def concurrency(self) -> int:
+        return self._concurrency
+
+    def check(self, request: JobRequest) -> int:
+        check_text(request.text)
+        voice = resolve_voice(request.options.voice, self.client.settings.voices_dir)
+        voice.speaker_id(request.options.speaker)
+        return max(1, len(_SENTENCE_END.findall(request.text)))  # only sizes the progress bar
+
+    def render(
+        self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
+    ) -> JobResult:
+        options = request.options
+        job_id = self.client.submit(
+            request.text,
+            voice=options.voice,
+            format=request.format,
+            speaker=options.speaker,
+            length_scale=options.length_scale,
+            key=request.job_id,
+        )
+        while True:
+            status = self.client.status(job_id)
+            progress(status.segments_done, status.audio_seconds)
+            if status.state == "succeeded":
+                return self.client.fetch(job_id, target)
+            if status.state == "failed":
+                raise JobFailed(f"part job {job_id} failed: {status.error}")
+            if status.state in ("cancelled", "unknown"):
+                raise Cancelled(f"part job {job_id} is {status.state}")
+            if cancelled():
+                self.client.cancel(job_id)
+                raise Cancelled("the audiobook was interrupted")
+            time.sleep(POLL_SECONDS)
+
+
+def upload_book(outdir: Path, manifest: Manifest, storage: Storage) -> str:
+    """Put every file of a finished book under ``books/<book key>/``; returns that prefix.
+    The manifest goes last, so a listed manifest means the whole book is there."""
+    prefix = f"{BOOKS_PREFIX}/{manifest.book_key}"
+    for output in manifest.outputs():
+        path = outdir / output.file
+        content_type = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+        if not storage.exists(f"{prefix}/{output.file}", output.sha256):
+            storage.put(path, f"{prefix}/{output.file}", content_type, output.sha256)
+    storage.put_bytes((outdir / MANIFEST_NAME).read_bytes(), f"{prefix}/{MANIFEST_NAME}", "application/json")
+    return prefix
