@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the base image ttsfarm-base:bookworm from Debian packages alone, with no image registry:
+# debootstrap a minimal Debian bookworm with Python 3.11, apply its updates, then `docker import`.
+#
+#   sudo docker/build-base.sh                 # tag ttsfarm-base:bookworm
+#
+# Environment (all optional):
+#   BASE_IMAGE       tag to create (default ttsfarm-base:bookworm)
+#   DEBIAN_MIRROR    Debian mirror URL (default: debootstrap's own default mirror)
+#   EXTRA_CA_CERTS   space-separated PEM files added to the image's trust store, for networks
+#                    whose HTTPS goes through an inspecting proxy (pip in the image build needs them)
+# Needs root, debootstrap and a running Docker daemon.
+set -euo pipefail
+
+SUITE=bookworm
+BASE_IMAGE=${BASE_IMAGE:-ttsfarm-base:bookworm}
+PACKAGES=python3,python3-venv,python3-pip,ca-certificates
+
+[[ $(id -u) == 0 ]] || { echo "build-base.sh: run as root (debootstrap needs it)" >&2; exit 1; }
+command -v debootstrap >/dev/null || { echo "build-base.sh: install debootstrap first" >&2; exit 1; }
+docker info >/dev/null 2>&1 || { echo "build-base.sh: no Docker daemon answers" >&2; exit 1; }
+
+rootfs=$(mktemp -d /var/tmp/ttsfarm-base.XXXXXX)
+chmod 0755 "$rootfs"  # apt in the chroot downloads as the unprivileged _apt user
+cleanup() {
+  for mount in proc sys dev/pts dev; do
+    mountpoint -q "$rootfs/$mount" && umount -l "$rootfs/$mount"
+  done
+  rm -rf --one-file-system "$rootfs"
+}
+trap cleanup EXIT
+
+echo "debootstrap $SUITE into $rootfs" >&2
+# An empty DEBIAN_MIRROR leaves the mirror argument out: debootstrap then uses its default.
+debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"}
+
+# Point apt at the suite's updates and security archive as well, on the mirror debootstrap used,
+# and apply them: the image starts current rather than at the release's point version.
+mirror=$(awk '$1 == "deb" { print $2; exit }' "$rootfs/etc/apt/sources.list")
+cat >"$rootfs/etc/apt/sources.list" <<EOF
+deb $mirror $SUITE main
+deb $mirror $SUITE-updates main
+deb ${mirror%/}-security $SUITE-security main
+EOF
+cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+# Packages installed in image builds must not try to start their services.
+printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
+for cert in ${EXTRA_CA_CERTS:-}; do
+  cp "$cert" "$rootfs/usr/local/share/ca-certificates/$(basename "${cert%.*}").crt"
+done
+in_root() { chroot "$rootfs" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+mount -t proc proc "$rootfs/proc"
+in_root apt-get update -qq
+in_root apt-get -y -qq -o Dpkg::Options::=--force-confold upgrade
+in_root update-ca-certificates >/dev/null
+in_root apt-get clean
+umount "$rootfs/proc"
+
+# What a container does not need: package lists, docs, man pages, the build host's resolver.
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* \
+  "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/log/*.log
+: >"$rootfs/etc/resolv.conf"
+
+echo "importing as $BASE_IMAGE" >&2
+tar --numeric-owner -C "$rootfs" -c . | docker import \
+  -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  -c 'ENV LANG=C.UTF-8' \
+  -c 'CMD ["/bin/bash"]' \
+  -m "Debian $SUITE minbase with $PACKAGES" - "$BASE_IMAGE"
+docker run --rm --network host "$BASE_IMAGE" python3 --version

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Container health checks for the ttsfarm image (installed as ``ttsfarm-healthcheck``).
+
+    ttsfarm-healthcheck worker ttsfarm-gpu0   # that worker, on this host, answers a Celery ping
+    ttsfarm-healthcheck flower [PORT]         # Flower answers on /healthcheck (no login needed)
+
+Exit status 0 is healthy, 1 is not (the reason goes to stderr, which ``docker inspect`` shows).
+The worker check imports neither onnxruntime nor the model: it only asks the broker.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import urllib.request
+from typing import Final
+
+PING_TIMEOUT_SECONDS: Final = 5.0
+FLOWER_DEFAULT_PORT: Final = 5555
+
+
+def check_worker(name: str) -> str | None:
+    """None if the worker ``name@<this host>`` replies to a ping, else why not."""
+    from ttsfarm.celeryconf import make_celery
+    from ttsfarm.settings import Settings
+
+    node = name if "@" in name else f"{name}@{socket.gethostname()}"
+    app = make_celery(Settings.load())
+    try:
+        replies = app.control.ping(destination=[node], timeout=PING_TIMEOUT_SECONDS)
+    except Exception as error:  # any broker failure means unhealthy
+        return f"broker unreachable: {error}"
+    if not any(node in reply for reply in replies):
+        return f"worker {node} did not answer a ping within {PING_TIMEOUT_SECONDS:.0f} s"
+    return None
+
+
+def check_flower(port: int) -> str | None:
+    """None if Flower on this host answers its health endpoint, else why not."""
+    url = f"http://127.0.0.1:{port}/healthcheck"
+    try:
+        with urllib.request.urlopen(url, timeout=PING_TIMEOUT_SECONDS) as response:
+            body = response.read().decode()
+    except OSError as error:
+        return f"{url}: {error}"
+    return None if body.strip() == "OK" else f"{url} answered {body[:80]!r}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "worker":
+        problem = check_worker(argv[1])
+    elif argv and argv[0] == "flower":
+        problem = check_flower(int(argv[1]) if len(argv) > 1 else FLOWER_DEFAULT_PORT)
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
