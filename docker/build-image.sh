@@ -4,13 +4,13 @@
 # caches) is sent to the daemon. Build the base first: docker/build-base.sh.
 #
 #   docker/build-image.sh                          # GPU image (CUDA and cuDNN wheels included)
-#   docker/build-image.sh --build-arg ORT_EXTRAS=  # CPU-only image, about 3 GB smaller
+#   docker/build-image.sh --build-arg ORT_EXTRAS=  # CPU-only image, about 2 GB smaller
 #
-# Environment: IMAGE (default ttsfarm), REVISION (default HEAD). Extra arguments go to docker build.
+# Environment: IMAGE_NAME (default ttsfarm), REVISION (default HEAD). Extra arguments go to docker build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${IMAGE:-ttsfarm}
+IMAGE_NAME=${IMAGE_NAME:-ttsfarm}
 REVISION=${REVISION:-HEAD}
 commit=$(git rev-parse --short=12 "$REVISION^{commit}")
 if [[ $REVISION == HEAD ]] && ! git diff --quiet HEAD -- pyproject.toml scripts/constraints.txt ttsfarm worker producer docker; then
@@ -20,6 +20,6 @@ fi
 git archive --format=tar "$commit" | docker build --network host \
   -f docker/Dockerfile \
   --build-arg REVISION="$commit" \
-  -t "$IMAGE:$commit" -t "$IMAGE:latest" \
+  -t "$IMAGE_NAME:$commit" -t "$IMAGE_NAME:latest" \
   "$@" -
-echo "built $IMAGE:$commit (also $IMAGE:latest)" >&2
+echo "built $IMAGE_NAME:$commit (also $IMAGE_NAME:latest)" >&2

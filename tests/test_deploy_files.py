@@ -1,0 +1,237 @@
+"""The deployment files agree with the code: compose.yaml, docker/env.example, docker/healthcheck.py.
+
+compose.yaml is read as YAML and its ``${VAR...}`` references are filled in the way Compose does,
+from docker/env.example, so the environment each service gets is checked against the real
+``Settings`` and each command against the real ``ttsfarm`` CLI. No Docker is needed.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from ttsfarm.cli import main as cli
+from ttsfarm.settings import ENV_PREFIX, Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "compose.yaml"
+ENV_EXAMPLE = ROOT / "docker" / "env.example"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+SETTING_VARIABLES = {ENV_PREFIX + f.name.upper() for f in fields(Settings)} | {f"{ENV_PREFIX}CONFIG"}
+REFERENCE = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+MIN_WORKER_GRACE_SECONDS = 5 * 60
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip().strip('"')
+    return values
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's ``${NAME}``, ``${NAME:-default}``, ``${NAME-default}``, ``${NAME:?error}``, ``$$``."""
+    if isinstance(value, dict):
+        return {key: interpolate(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, env) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def fill(match: re.Match[str]) -> str:
+        name, op, arg = match["name"], match["op"] or "", match["arg"]
+        # With a colon an empty value counts as unset; without one only a missing name does.
+        if env.get(name) or (name in env and not op.startswith(":")):
+            return env[name]
+        if op.endswith("?"):
+            raise KeyError(f"{name} is required: {arg}")
+        return arg or ""
+
+    parts = value.split("$$")
+    return "$".join(REFERENCE.sub(fill, part) for part in parts)
+
+
+def durations(text: str) -> float:
+    """Compose durations such as ``15m``, ``1m30s``, ``90s`` in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    found = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+    assert found and "".join(n + u for n, u in found) == text, f"not a duration: {text!r}"
+    return sum(float(number) * units[unit] for number, unit in found)
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    resolved = interpolate(raw["services"], env_example())
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+def worker_names(services: dict[str, dict[str, Any]]) -> list[str]:
+    return [name for name in services if name.startswith("worker-")]
+
+
+def test_the_stack_has_its_services(services: dict[str, dict[str, Any]]) -> None:
+    assert {"redis", "minio", "worker-gpu0", "worker-cpu", "flower", "producer"} <= set(services)
+
+
+def test_every_ttsfarm_variable_is_a_setting(raw: dict[str, Any]) -> None:
+    texts = [COMPOSE.read_text(encoding="utf-8"), ENV_EXAMPLE.read_text(encoding="utf-8")]
+    named = {m for text in texts for m in re.findall(rf"\b{ENV_PREFIX}[A-Z0-9_]+\b", text)}
+    assert named, "compose.yaml names no TTSFARM_ variable"
+    assert named <= SETTING_VARIABLES, f"not settings: {sorted(named - SETTING_VARIABLES)}"
+
+
+def test_env_example_defines_every_variable_compose_reads() -> None:
+    referenced = {m["name"] for m in REFERENCE.finditer(COMPOSE.read_text(encoding="utf-8"))}
+    assert referenced - set(env_example()) == set()
+
+
+def test_an_empty_endpoint_means_aws(raw: dict[str, Any]) -> None:
+    worker = interpolate(raw["services"], {**env_example(), "TTSFARM_S3_ENDPOINT_URL": ""})["worker-gpu0"]
+    environment = {key: str(value) for key, value in worker["environment"].items()}
+    assert Settings.load(environ=environment).s3_endpoint_url is None
+
+
+def test_required_variables_are_required(raw: dict[str, Any]) -> None:
+    example = env_example()
+    for name in ("REDIS_PASSWORD", "AWS_SECRET_ACCESS_KEY", "FLOWER_BASIC_AUTH", "MINIO_ROOT_PASSWORD"):
+        with pytest.raises(KeyError, match=name):
+            interpolate(raw["services"], {k: v for k, v in example.items() if k != name})
+
+
+@pytest.mark.parametrize("name", ["worker-gpu0", "worker-cpu", "flower", "producer"])
+def test_each_service_environment_loads_as_settings(services: dict[str, dict[str, Any]], name: str) -> None:
+    environment = {key: str(value) for key, value in services[name]["environment"].items()}
+    settings = Settings.load(environ=environment, config_path=None)
+    assert settings.broker_url == "redis://:change-me@127.0.0.1:6379/0"
+    if name != "flower":
+        assert settings.storage_url.startswith("s3://")
+        assert settings.s3_endpoint_url == "http://127.0.0.1:9000"
+        assert environment["AWS_ACCESS_KEY_ID"] and environment["AWS_SECRET_ACCESS_KEY"]
+    if name.startswith("worker-"):
+        assert settings.s3_create_bucket is True
+        assert settings.visibility_timeout_seconds >= MIN_WORKER_GRACE_SECONDS
+
+
+def test_workers_run_the_cli_and_their_health_check_pings_them(services: dict[str, dict[str, Any]]) -> None:
+    assert len(worker_names(services)) >= 2
+    for name in worker_names(services):
+        service = services[name]
+        command = service["command"]
+        assert command[:2] == ["ttsfarm", "worker"], name
+        params = cli.commands["worker"].make_context("worker", list(command[2:])).params
+        node = params["hostname"]
+        assert node.endswith("@%h"), name
+        assert service["healthcheck"]["test"] == ["CMD", "ttsfarm-healthcheck", "worker", node[: -len("@%h")]]
+        devices = service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+        if params["cpu"]:
+            assert not devices, name
+            continue
+        (device,) = devices
+        assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+        (host_gpu,) = device["device_ids"]
+        # The container sees only its reserved GPU, as number 0; the name keeps the host's number.
+        assert params["gpu"] == 0 and node == f"ttsfarm-gpu{host_gpu}@%h"
+
+
+def test_workers_stop_gracefully(services: dict[str, dict[str, Any]]) -> None:
+    for name in worker_names(services):
+        service = services[name]
+        assert service.get("stop_signal", "SIGTERM") == "SIGTERM"
+        assert durations(service["stop_grace_period"]) >= MIN_WORKER_GRACE_SECONDS, name
+        assert service["init"] is True and service["restart"] == "unless-stopped"
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_every_long_running_service_has_a_health_check_and_restarts(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, service in services.items():
+        if "tools" in service.get("profiles", []):
+            continue
+        assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert service["restart"] == "unless-stopped", name
+
+
+def test_flower_takes_basic_auth_from_the_environment(services: dict[str, dict[str, Any]]) -> None:
+    flower = services["flower"]
+    assert flower["command"][:4] == ["celery", "-A", "worker.app", "flower"]
+    assert not any("basic" in part for part in flower["command"]), "credentials belong in the environment"
+    assert re.fullmatch(r"[^:,]+:[^,]+(,[^:,]+:[^,]+)*", flower["environment"]["FLOWER_BASIC_AUTH"])
+    assert flower["healthcheck"]["test"] == ["CMD", "ttsfarm-healthcheck", "flower", "5555"]
+
+
+def test_producer_runs_the_cli(services: dict[str, dict[str, Any]]) -> None:
+    producer = services["producer"]
+    assert producer["entrypoint"] == ["ttsfarm"]
+    assert {"submit", "status", "fetch", "cancel"} <= set(cli.commands)
+
+
+def test_ttsfarm_services_use_the_built_image(services: dict[str, dict[str, Any]]) -> None:
+    for name in [*worker_names(services), "flower", "producer"]:
+        assert services[name]["image"] == "ttsfarm:latest" and services[name]["pull_policy"] == "never"
+        assert services[name]["network_mode"] == "host", name
+    assert "COPY docker/healthcheck.py /usr/local/bin/ttsfarm-healthcheck" in DOCKERFILE.read_text()
+
+
+def load_healthcheck() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ttsfarm_healthcheck", ROOT / "docker" / "healthcheck.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"OK" if self.path == "/healthcheck" else b"nope"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def flower_like() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_flower_health_check(flower_like: int) -> None:
+    healthcheck = load_healthcheck()
+    assert healthcheck.main(["flower", str(flower_like)]) == 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert healthcheck.main(["flower", str(closed)]) == 1
+    assert healthcheck.main([]) == 2
