@@ -12,6 +12,7 @@ import importlib.util
 import re
 import socket
 import threading
+import tomllib
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -192,6 +193,23 @@ def test_ttsfarm_services_use_the_built_image(services: dict[str, dict[str, Any]
         assert services[name]["image"] == "ttsfarm:latest" and services[name]["pull_policy"] == "never"
         assert services[name]["network_mode"] == "host", name
     assert "COPY docker/healthcheck.py /usr/local/bin/ttsfarm-healthcheck" in DOCKERFILE.read_text()
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.redis"])
+def test_what_the_dockerfiles_copy_exists(dockerfile: str) -> None:
+    path = ROOT / "docker" / dockerfile
+    context = ROOT if dockerfile == "Dockerfile" else ROOT / "docker"
+    sources = [line.split()[1] for line in path.read_text().splitlines() if line.startswith("COPY ")]
+    assert sources
+    assert [source for source in sources if not (context / source).exists()] == []
+
+
+def test_the_image_gets_every_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in patterns}
+    copied = set(re.findall(r"^COPY (\w+) /src/\1$", DOCKERFILE.read_text(), flags=re.MULTILINE))
+    assert packages <= copied
 
 
 def load_healthcheck() -> ModuleType:
