@@ -36,6 +36,12 @@ class Storage(Protocol):
     def get_bytes(self, key: str) -> bytes | None: ...
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 class LocalStorage:
     """Files under one folder; writes go to a temp file first, then are renamed into place."""
 
@@ -58,6 +64,7 @@ class LocalStorage:
             raise InvalidInput(f"cannot write to {target.parent}: {error.strerror}") from None
         try:
             shutil.copyfile(source, partial)
+            os.chmod(partial, 0o666 & ~_umask())  # mkstemp makes 0600; finished audio is for sharing
             os.replace(partial, target)
         except OSError as error:
             Path(partial).unlink(missing_ok=True)
