@@ -198,3 +198,14 @@ def test_key_of_a_failed_job_can_be_tried_again(client: Client, worker: WorkerPr
     assert retried != failed
     assert client.wait(retried, timeout=60).duration > 0
     assert client.submit("Second chance.", key="retry-me") == retried
+
+
+def test_short_job_does_not_wait_behind_a_long_one(client: Client, worker: WorkerProcess) -> None:
+    long_job = client.submit(EXAMPLE * 2)
+    deadline = time.monotonic() + 60
+    while client.status(long_job).segments_done == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    short_job = client.submit("A quick one.")
+    client.wait(short_job, timeout=60)
+    assert not client.status(long_job).done, "the short job finished only after the long one"
+    client.wait(long_job, timeout=300)
