@@ -1,36 +1,70 @@
-"""The ONNX Runtime session for one Piper voice: batched phoneme ids in, trimmed waveforms out.
+"""The ONNX Runtime sessions of one Piper voice: batched phoneme ids in, trimmed waveforms out.
 
 The model does not output lengths, so at load we expose Piper's per-phoneme duration tensor
 (the output of the graph's only ``Ceil`` node). Each item's exact sample count is the sum of
 its durations times the voice's hop length; everything past it is padding and is cut off.
+
+On the GPU a batch is padded to a shape bucket (``worker.buckets``) and runs in that bucket's own
+session, and the flow and decoder run in fp16 (``worker.precision``); on the CPU there is one
+fp32 session and no bucket padding. ``docs/benchmarks.md`` has the measurements behind this.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
+from worker.buckets import FRAME_STEP, ID_BUCKETS, Bucket, bucket_for
+from worker.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
+from worker.precision import Precision, convert_to_fp16
+from worker.sessions import (
+    CUDA,
+    Provider,
+    build_session,
+    gpu_present,
+    providers_for,
+    session_options,
+    share_gpu_arena,
+    wants_cuda,
+)
 from worker.voices import Voice
+
+__all__ = [
+    "Engine",
+    "EngineItem",
+    "EngineOptions",
+    "EngineOutOfMemory",
+    "Precision",
+    "Provider",
+    "Scales",
+    "expose_durations",
+    "gpu_present",
+]
 
 log = logging.getLogger(__name__)
 ort.set_default_logger_severity(3)  # onnxruntime's own warnings go to stderr unformatted
-
-Provider = Literal["auto", "cuda", "cpu"]
 
 PAD_ID: Final = 0
 """Phoneme id used to right-pad shorter items in a batch (Piper's ``_``)."""
 
 WARMUP_PHONEMES: Final = "h\u0259l\u02c8o\u028a."  # "hello." in IPA
 """A short utterance run once at load, so kernels and memory pools are ready."""
+
+MAX_BATCH_FRAMES: Final = 1 << 17
+"""Rows times decoder frames per session run; larger batches are split. cuDNN describes a tensor
+with 32-bit sizes, and the last upsampling layer holds rows x frames x hop (256) x channels
+(32 to 64) values: past 2**31 the run fails with ``CUDNN_STATUS_NOT_SUPPORTED``."""
+
+DEFAULT_MAX_SESSIONS: Final = 64
+"""Bucket sessions kept per voice; the least recently used goes first past this."""
 
 OUT_OF_MEMORY_MARKERS: Final = (
     "out of memory",
@@ -63,16 +97,31 @@ class EngineItem:
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """How to build the ONNX Runtime session."""
+    """How to build the ONNX Runtime sessions."""
 
     provider: Provider = "auto"
     """``cuda`` or ``auto`` use the GPU when onnxruntime-gpu sees one; ``cpu`` never does."""
     device_id: int = 0
-    """Which GPU to pin the session to."""
+    """Which GPU to pin the sessions to."""
     cpu_threads: int = 0
     """Intra-op threads on CPU; 0 means one per available core."""
     warmup: bool = True
     """Run a short utterance at load, so the first real job is not slow."""
+    precision: Precision = "auto"
+    """``fp16`` runs the flow and decoder in half precision on the GPU; ``fp32`` is the exact
+    reference; ``auto`` is fp16 on CUDA and fp32 on CPU (the CPU has no fp16 speed-up)."""
+    shape_buckets: bool | None = None
+    """Pad batches to fixed shapes with one session each; ``None`` means on for CUDA only."""
+    io_binding: bool = False
+    """Bind inputs and outputs explicitly (the audio stays on the GPU until copied once)."""
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    """Bucket sessions kept at once."""
+    cuda_options: tuple[tuple[str, str], ...] = ()
+    """Extra CUDA provider options, e.g. ``(("prefer_nhwc", "1"),)``."""
+    max_batch_frames: int = MAX_BATCH_FRAMES
+    """Batches over this many rows x decoder frames run in parts."""
+    profile_prefix: str | None = None
+    """Write onnxruntime's per-node profile to files starting with this (see :meth:`Engine.end_profiling`)."""
 
 
 class EngineOutOfMemory(RuntimeError):
@@ -82,17 +131,6 @@ class EngineOutOfMemory(RuntimeError):
 def is_out_of_memory(error: BaseException) -> bool:
     text = str(error).lower()
     return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
-
-
-def expose_durations(model: onnx.ModelProto) -> str:
-    """Add the ``Ceil`` durations tensor to the graph outputs; return its name."""
-    ceil_outputs = [out for node in model.graph.node if node.op_type == "Ceil" for out in node.output]
-    if len(ceil_outputs) != 1:
-        raise ValueError(f"expected one Ceil node in a Piper voice, found {len(ceil_outputs)}")
-    name = str(ceil_outputs[0])
-    if all(output.name != name for output in model.graph.output):
-        model.graph.output.append(onnx.ValueInfoProto(name=name))
-    return name
 
 
 def warmup_ids(voice: Voice) -> list[int]:
@@ -105,87 +143,186 @@ def warmup_ids(voice: Voice) -> list[int]:
     return [*ids, *id_map["$"]]
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def gpu_present() -> bool:
-    """True when an NVIDIA driver reports at least one GPU on this machine."""
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
-
-
-def choose_providers(options: EngineOptions) -> list[Any]:
-    """Execution providers in order of preference for these options.
-
-    ``auto`` asks for CUDA only where a GPU is present, so CPU machines with the GPU build
-    of onnxruntime do not log a failed CUDA load; ``cuda`` always tries it.
-    """
-    wants_cuda = options.provider == "cuda" or (options.provider == "auto" and gpu_present())
-    if wants_cuda and "CUDAExecutionProvider" in ort.get_available_providers():
-        if hasattr(ort, "preload_dlls"):
-            ort.preload_dlls()
-        cuda = {"device_id": options.device_id, "cudnn_conv_algo_search": "HEURISTIC"}
-        return [("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]
-    if options.provider == "cuda":
-        log.warning("CUDA was asked for but onnxruntime has no CUDA provider here; using CPU")
-    return ["CPUExecutionProvider"]
+def filler_ids(voice: Voice, length: int) -> list[int]:
+    """A speakable id sequence of exactly ``length`` ids (the warm-up word, repeated)."""
+    base = warmup_ids(voice)
+    head, inner, tail = base[:2], base[2:-1], base[-1:]
+    body = (inner * (length // max(len(inner), 1) + 1))[: max(length - len(head) - len(tail), 0)]
+    return [*head, *body, *tail][:length]
 
 
 class Engine:
-    """Owns the ONNX session of one voice. Not thread-safe: the batcher is its only caller."""
+    """Owns the ONNX sessions of one voice. Not thread-safe: the batcher is its only caller."""
 
     def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
         self.voice = voice
-        self.options = options or EngineOptions()
+        self.options = options = options or EngineOptions()
+        use_cuda = wants_cuda(options.provider)
+        if options.precision == "fp16" and not use_cuda:
+            log.warning("fp16 needs the GPU; running fp32 on the CPU")
+        self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
+        self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
+        self.sessions_built = 0
+        self.session_seconds = 0.0
+        self.frame_overflows = 0
+        """Batches whose longest item needed more frames than its bucket reserved."""
+        self.last_bucket: Bucket | None = None
+        self.precision_fallbacks = 0
+        """Buckets that run fp32 because cuDNN had no fp16 plan for their shapes."""
         model = onnx.load(str(voice.model_path))
         self._durations_name = expose_durations(model)
-        session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session_options.intra_op_num_threads = self.options.cpu_threads or _cpu_count()
-        session_options.inter_op_num_threads = 1
-        session_options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            model.SerializeToString(), session_options, providers=choose_providers(self.options)
+        if self.buckets:
+            add_frame_floor(model, FRAME_STEP)
+        self._fp32_model = model.SerializeToString()
+        self._model = convert_to_fp16(model).SerializeToString() if self.precision == "fp16" else b""
+        self._fp32_buckets: set[Bucket | None] = set()
+        self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
+        self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
+        self._session_options = session_options(
+            options.cpu_threads, self._shared_arena, options.profile_prefix
         )
-        self._has_sid = any(i.name == "sid" for i in self.session.get_inputs())
-        self.provider: str = self.session.get_providers()[0]
-        log.info("voice %s loaded on %s", voice.name, self.provider)
+        self._sessions: OrderedDict[Bucket | None, ort.InferenceSession] = OrderedDict()
+        first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
+        self._input_names = {i.name for i in first.get_inputs()}
+        self.provider: str = first.get_providers()[0]
+        log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
         self.warmup_seconds = 0.0
-        if self.options.warmup:
+        if options.warmup:
             started = time.perf_counter()
             self.run([EngineItem(warmup_ids(voice))], self.default_scales())
             self.warmup_seconds = time.perf_counter() - started
 
     @property
     def on_gpu(self) -> bool:
-        return self.provider == "CUDAExecutionProvider"
+        return self.provider == CUDA
 
     def default_scales(self) -> Scales:
         return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
 
+    def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
+        """Rows and phoneme ids a batch of these item lengths is computed as."""
+        bucket = self._bucket(len(lengths), max(lengths), length_scale)
+        return (bucket.rows, bucket.ids) if bucket else (len(lengths), max(lengths))
+
+    def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
+        """Build the bucket sessions for these batch sizes ahead of use; returns how many ran."""
+        if not self.buckets:
+            return 0
+        scales = self.default_scales()
+        done = 0
+        for rows in sorted(set(batch_sizes)):
+            for ids in (size for size in ID_BUCKETS if size <= max_ids):
+                self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
+                done += 1
+        return done
+
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        """Synthesize a batch in one ``session.run``; one float32 waveform per item."""
+        """Synthesize a batch in one session run; one float32 waveform per item."""
         if not items:
             return []
+        longest = max(len(item.phoneme_ids) for item in items)
+        if len(items) > 1 and self._frames_of(len(items), longest, scales) > self.options.max_batch_frames:
+            middle = len(items) // 2
+            return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+        return self._run_once(items, scales)
+
+    def _frames_of(self, rows: int, longest: int, scales: Scales) -> int:
+        bucket = bucket_for(rows, longest, scales.length_scale)
+        return (bucket.rows if self.buckets else rows) * bucket.frames
+
+    def _run_once(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
-        ids = np.full((len(items), int(lengths.max())), PAD_ID, dtype=np.int64)
-        for row, item in enumerate(items):
-            ids[row, : lengths[row]] = item.phoneme_ids
-        feeds = {"input": ids, "input_lengths": lengths, "scales": scales.as_array()}
-        if self._has_sid:
-            sids = [item.speaker_id or 0 for item in items]
+        bucket = self._bucket(len(items), int(lengths.max()), scales.length_scale)
+        rows, width = (bucket.rows, bucket.ids) if bucket else (len(items), int(lengths.max()))
+        shortest = int(np.argmin(lengths))
+        ids = np.full((rows, width), PAD_ID, dtype=np.int64)
+        all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
+        all_lengths[: len(items)] = lengths
+        for row in range(rows):
+            source = items[row] if row < len(items) else items[shortest]  # spare rows: discarded
+            ids[row, : all_lengths[row]] = source.phoneme_ids
+        feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
+        if "sid" in self._input_names:
+            sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
             feeds["sid"] = np.array(sids, dtype=np.int64)
+        if bucket is not None:
+            feeds[MIN_FRAMES_INPUT] = np.array(bucket.frames, dtype=np.int64)
+        self.last_bucket = bucket
         try:
-            audio, durations = self.session.run(None, feeds)
+            audio, durations = self._execute(self._session(bucket), feeds)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
-            raise
-        audio = audio.reshape(len(items), -1)
-        samples = durations.reshape(len(items), -1).sum(axis=1).astype(np.int64)
+            if not self._model or bucket in self._fp32_buckets:
+                raise
+            log.warning("no fp16 plan for %s, it runs fp32: %s", bucket, str(error).splitlines()[0][:200])
+            self._fp32_buckets.add(bucket)
+            self.precision_fallbacks += 1
+            self._sessions.pop(bucket, None)
+            audio, durations = self._execute(self._session(bucket), feeds)
+        audio = audio.reshape(rows, -1)
+        if bucket is not None and audio.shape[1] > bucket.frames * self.voice.hop_length:
+            self.frame_overflows += 1
+        samples = durations.reshape(rows, -1).sum(axis=1).astype(np.int64)
         samples *= self.voice.hop_length
         return [audio[row, : samples[row]].copy() for row in range(len(items))]
+
+    def end_profiling(self) -> list[str]:
+        """Stop profiling every session; the profile files written."""
+        if not self.options.profile_prefix:
+            return []
+        return [str(session.end_profiling()) for session in self._sessions.values()]
+
+    def _bucket(self, rows: int, longest: int, length_scale: float) -> Bucket | None:
+        """The batch's bucket, or a built one with more rows: a new session costs about 2 s."""
+        if not self.buckets:
+            return None
+        wanted = bucket_for(rows, longest, length_scale)
+        if wanted in self._sessions:
+            return wanted
+        larger = [
+            bucket
+            for bucket in self._sessions
+            if bucket is not None
+            and (bucket.ids, bucket.frames) == (wanted.ids, wanted.frames)
+            and bucket.rows > wanted.rows
+        ]
+        return min(larger, key=lambda bucket: bucket.rows) if larger else wanted
+
+    def _session(self, bucket: Bucket | None) -> ort.InferenceSession:
+        session = self._sessions.get(bucket)
+        if session is not None:
+            self._sessions.move_to_end(bucket)
+            return session
+        started = time.perf_counter()
+        model = self._fp32_model if not self._model or bucket in self._fp32_buckets else self._model
+        try:
+            session = build_session(model, self._session_options, self._providers)
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if not self._shared_arena:
+                raise
+            log.warning("session with the shared GPU arena failed (%s): using its own arena", error)
+            self._shared_arena = False
+            self._session_options = session_options(
+                self.options.cpu_threads, False, self.options.profile_prefix
+            )
+            session = build_session(model, self._session_options, self._providers)
+        self.session_seconds += time.perf_counter() - started
+        self.sessions_built += 1
+        self._sessions[bucket] = session
+        while len(self._sessions) > max(self.options.max_sessions, 1):
+            evicted, _ = self._sessions.popitem(last=False)
+            log.info("voice %s: dropped the session of bucket %s", self.voice.name, evicted)
+        log.debug("voice %s: session for %s built", self.voice.name, bucket)
+        return session
+
+    def _execute(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if not (self.options.io_binding and self.on_gpu):
+            return list(session.run(["output", self._durations_name], feeds))
+        binding = session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, value)
+        binding.bind_output("output", "cuda", self.options.device_id)
+        binding.bind_output(self._durations_name, "cpu")
+        session.run_with_iobinding(binding)
+        return list(binding.copy_outputs_to_cpu())

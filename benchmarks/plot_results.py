@@ -1,0 +1,81 @@
+"""Draw docs/img/*.png from the H200 results in benchmarks/results (needs the ``bench`` extra).
+
+python benchmarks/plot_results.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+IMAGES = ROOT / "docs" / "img"
+
+
+def rows(file: str, section: str) -> list[dict[str, Any]]:
+    data = json.loads((RESULTS / file).read_text(encoding="utf-8"))
+    found: list[dict[str, Any]] = data[section]["result"]
+    return found
+
+
+def series(table: list[dict[str, Any]], kind: str, field: str) -> list[float]:
+    if kind == "batcher":
+        return [row["batcher"][field] for row in table]
+    return [row[kind][field] for row in table]
+
+
+def main() -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    best = rows("h200-run2-engine.json", "sweep best")
+    stock = rows("h200-run2-system.json", "sweep stock")
+    sizes = [row["batch"] for row in best]
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    axis.plot(sizes, series(best, "mixed", "audio_per_second"), "o-", label="buckets + fp16, mixed lengths")
+    axis.plot(
+        sizes, series(best, "ceiling", "audio_per_second"), "s--", label="buckets + fp16, identical rows"
+    )
+    axis.plot(
+        sizes, series(best, "batcher", "audio_per_second"), "^:", label="buckets + fp16, through the batcher"
+    )
+    axis.plot(
+        sizes,
+        series(stock, "mixed", "audio_per_second"),
+        "o-",
+        color="grey",
+        label="stock fp32, mixed lengths",
+    )
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(sizes, [str(size) for size in sizes])
+    axis.set_xlabel("batch size")
+    axis.set_ylabel("audio seconds per second")
+    axis.set_title("joe-medium on one H200: throughput")
+    axis.grid(True, alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(IMAGES / "h200-throughput.png", dpi=110)
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    axis.plot(sizes, series(best, "mixed", "p99_ms"), "o-", label="buckets + fp16")
+    axis.plot(sizes, series(stock, "mixed", "p99_ms"), "o-", color="grey", label="stock fp32")
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(sizes, [str(size) for size in sizes])
+    axis.set_xlabel("batch size")
+    axis.set_ylabel("P99 latency per batch (ms)")
+    axis.set_title("joe-medium on one H200: P99 batch latency, mixed lengths")
+    axis.set_ylim(bottom=0)
+    axis.grid(True, alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(IMAGES / "h200-p99-latency.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""Half precision for the GPU: convert a Piper voice's waveform half (flow and decoder) to fp16.
+
+Only the part of the graph after the latent noise is converted: the normalising flow and the
+HiFi-GAN decoder, where nearly all the arithmetic is. The text encoder and the duration
+predictor stay fp32, so every item gets exactly the same durations, and therefore the same
+length, as with the fp32 model; the audio differs only by rounding, measured with
+:func:`log_mel_distance`. Inputs and outputs keep their fp32 types.
+
+The generic converter (``onnxruntime.transformers.float16``) gave an invalid model for these
+graphs (their node names are not unique); this one converts one closed region and checks the
+result with ``onnx.checker``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Final, Literal
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+Precision = Literal["auto", "fp32", "fp16"]
+
+FLOAT: Final = TensorProto.FLOAT
+HALF: Final = TensorProto.FLOAT16
+REGION_START_OP: Final = "RandomNormalLike"
+"""The waveform half starts at the noise added to the prior (``z_p = m_p + noise * std``)."""
+
+MEL_BANDS: Final = 80
+MEL_FFT: Final = 1024
+MEL_HOP: Final = 256
+MEL_FLOOR: Final = 1e-5
+"""Log-mel settings of :func:`log_mel_distance` (those of the VITS training loss)."""
+
+
+def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found
+
+
+def _waveform_region(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Nodes downstream of the prior's noise: the flow and the decoder."""
+    consumers = _consumers(graph)
+    producers = {out: node for node in graph.node for out in node.output}
+    starts = [n for n in graph.node if n.op_type == REGION_START_OP and _downstream_of_ceil(n, producers)]
+    if len(starts) != 1:
+        raise ValueError(f"expected one {REGION_START_OP} after the durations, found {len(starts)}")
+    region: dict[int, onnx.NodeProto] = {}
+    frontier = list(starts[0].output)
+    while frontier:
+        for node in consumers.get(frontier.pop(), []):
+            if id(node) not in region:
+                region[id(node)] = node
+                frontier.extend(node.output)
+    return [node for node in graph.node if id(node) in region]
+
+
+def _downstream_of_ceil(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> bool:
+    seen: set[str] = set()
+    stack = list(node.input)
+    while stack:
+        name = stack.pop()
+        producer = producers.get(name)
+        if producer is None or name in seen:
+            continue
+        seen.add(name)
+        if producer.op_type == "Ceil":
+            return True
+        stack.extend(producer.input)
+    return False
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    types = {
+        info.name: info.type.tensor_type.elem_type
+        for info in [*graph.value_info, *graph.input, *graph.output]
+    }
+    types.update({init.name: init.data_type for init in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    types[node.output[0]] = attr.t.data_type
+    return types
+
+
+def _unique_node_names(graph: onnx.GraphProto) -> None:
+    seen: set[str] = set()
+    for index, node in enumerate(graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.name or node.op_type}/ttsfarm_{index}"
+        seen.add(node.name)
+
+
+def _to_half_attributes(node: onnx.NodeProto) -> None:
+    for attr in node.attribute:
+        if node.op_type == "Cast" and attr.name == "to" and attr.i == FLOAT:
+            attr.i = HALF
+        elif attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == FLOAT:
+            half = numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float16), attr.t.name)
+            attr.t.CopyFrom(half)
+
+
+def convert_to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose flow and decoder compute in fp16; checked before it is returned."""
+    converted = onnx.ModelProto()
+    converted.CopyFrom(model)
+    graph = converted.graph
+    _unique_node_names(graph)
+    types = _element_types(converted)
+    region = _waveform_region(graph)
+    in_region = {id(node) for node in region}
+    produced_inside = {out for node in region for out in node.output}
+    initializers = {init.name: init for init in graph.initializer}
+    consumers = _consumers(graph)
+    casts: dict[str, str] = {}
+    new_nodes: list[onnx.NodeProto] = []
+
+    def half_of(name: str) -> str:
+        """The fp16 version of a float tensor made outside the region."""
+        if name in casts:
+            return casts[name]
+        init = initializers.get(name)
+        if init is not None and all(id(user) in in_region for user in consumers[name]):
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), name))
+            casts[name] = name
+        else:
+            casts[name] = f"{name}/fp16"
+            new_nodes.append(helper.make_node("Cast", [name], [casts[name]], to=HALF, name=f"{name}/to_fp16"))
+        return casts[name]
+
+    for node in region:
+        for index, name in enumerate(node.input):
+            if name and name not in produced_inside and types.get(name) == FLOAT:
+                node.input[index] = half_of(name)
+        _to_half_attributes(node)
+    outputs = {out.name for out in graph.output}
+    for node in region:
+        for index, name in enumerate(node.output):
+            if name in outputs and types.get(name) == FLOAT:
+                node.output[index] = f"{name}/fp16"
+                _rename_inputs(region, name, f"{name}/fp16")
+                cast = helper.make_node("Cast", [f"{name}/fp16"], [name], to=FLOAT, name=f"{name}/to_fp32")
+                new_nodes.append(cast)
+    _check_region_types(region, types, produced_inside)
+    graph.node.extend(new_nodes)
+    _topological_sort(graph)
+    del graph.value_info[:]
+    onnx.checker.check_model(converted, full_check=True)
+    return converted
+
+
+def _rename_inputs(nodes: Iterable[onnx.NodeProto], old: str, new: str) -> None:
+    for node in nodes:
+        for index, name in enumerate(node.input):
+            if name == old:
+                node.input[index] = new
+
+
+def _check_region_types(region: list[onnx.NodeProto], types: dict[str, int], inside: set[str]) -> None:
+    unknown = [out for node in region for out in node.output if out in inside and out not in types]
+    if unknown:
+        raise ValueError(f"fp16 conversion: no element type inferred for {unknown[:5]}")
+
+
+def _topological_sort(graph: onnx.GraphProto) -> None:
+    """Order the nodes so each comes after the producers of its inputs (Kahn, stable)."""
+    nodes = list(graph.node)
+    producer = {out: index for index, node in enumerate(nodes) for out in node.output}
+    waiting = [0] * len(nodes)
+    users: dict[int, list[int]] = {}
+    for index, node in enumerate(nodes):
+        for source in {producer[name] for name in node.input if name in producer}:
+            waiting[index] += 1
+            users.setdefault(source, []).append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        for user in users.get(index, []):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, user)
+    if len(order) != len(nodes):
+        raise ValueError("fp16 conversion left a cycle in the graph")
+    copies = [onnx.NodeProto() for _ in order]
+    for copy, index in zip(copies, order, strict=True):
+        copy.CopyFrom(nodes[index])
+    del graph.node[:]
+    graph.node.extend(copies)
+
+
+def mel_filterbank(sample_rate: int, bands: int = MEL_BANDS, fft: int = MEL_FFT) -> np.ndarray:
+    """Slaney-style triangular mel filters, shape ``(bands, fft // 2 + 1)``."""
+
+    def to_mel(hz: np.ndarray) -> np.ndarray:
+        return 2595.0 * np.log10(1.0 + hz / 700.0)
+
+    def to_hz(mel: np.ndarray) -> np.ndarray:
+        return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+
+    edges = to_hz(np.linspace(0.0, float(to_mel(np.array(sample_rate / 2.0))), bands + 2))
+    bins = np.linspace(0.0, sample_rate / 2.0, fft // 2 + 1)
+    rising = (bins[None, :] - edges[:-2, None]) / (edges[1:-1, None] - edges[:-2, None])
+    falling = (edges[2:, None] - bins[None, :]) / (edges[2:, None] - edges[1:-1, None])
+    weights = np.maximum(0.0, np.minimum(rising, falling))
+    return np.asarray(weights * (2.0 / (edges[2:] - edges[:-2]))[:, None])
+
+
+def log_mel(wave: np.ndarray, sample_rate: int) -> np.ndarray:
+    """Natural-log mel spectrogram, ``(bands, frames)``."""
+    padded = np.pad(wave.astype(np.float64), (MEL_FFT // 2, MEL_FFT // 2), mode="reflect")
+    count = 1 + (len(padded) - MEL_FFT) // MEL_HOP
+    frames = np.lib.stride_tricks.sliding_window_view(padded, MEL_FFT)[::MEL_HOP][:count]
+    spectrum = np.abs(np.fft.rfft(frames * np.hanning(MEL_FFT), axis=1))
+    return np.asarray(np.log(np.maximum(mel_filterbank(sample_rate) @ spectrum.T, MEL_FLOOR)))
+
+
+def log_mel_distance(reference: np.ndarray, other: np.ndarray, sample_rate: int) -> float:
+    """Mean absolute difference of the log-mel spectrograms (natural log; 0 means identical).
+
+    For scale: 0.1 is a 10% difference in band energy on average.
+    """
+    if len(reference) != len(other):
+        raise ValueError(f"lengths differ: {len(reference)} and {len(other)} samples")
+    return float(np.mean(np.abs(log_mel(reference, sample_rate) - log_mel(other, sample_rate))))

@@ -1,0 +1,108 @@
+"""Building ONNX Runtime sessions for a voice: providers, session options, and the shared GPU arena."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+Provider = Literal["auto", "cuda", "cpu"]
+
+CUDA: Final = "CUDAExecutionProvider"
+CPU: Final = "CPUExecutionProvider"
+CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
+"""``EXHAUSTIVE`` (ORT's default) benchmarks every algorithm on each new shape: 4x slower here."""
+SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
+
+_arena_lock = threading.Lock()
+_shared_arena_devices: set[int] = set()
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_present() -> bool:
+    """True when an NVIDIA driver reports at least one GPU on this machine."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
+def wants_cuda(provider: Provider) -> bool:
+    """Whether these options ask for CUDA and this onnxruntime build has it.
+
+    ``auto`` asks for CUDA only where a GPU is present, so CPU machines with the GPU build
+    of onnxruntime do not log a failed CUDA load; ``cuda`` always tries it.
+    """
+    asked = provider == "cuda" or (provider == "auto" and gpu_present())
+    if asked and CUDA not in ort.get_available_providers():
+        if provider == "cuda":
+            log.warning("CUDA was asked for but onnxruntime has no CUDA provider here; using CPU")
+        return False
+    return asked
+
+
+def providers_for(use_cuda: bool, device_id: int, cuda_options: Sequence[tuple[str, str]] = ()) -> list[Any]:
+    """Execution providers in order of preference."""
+    if not use_cuda:
+        return [CPU]
+    if hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()
+    options = {"device_id": str(device_id), **dict(CUDA_DEFAULTS), **dict(cuda_options)}
+    return [(CUDA, options), CPU]
+
+
+def share_gpu_arena(device_id: int) -> bool:
+    """Register one CUDA memory arena per device that every session of this process shares.
+
+    With one session per shape bucket, per-session arenas would each grow to their bucket's peak;
+    a shared one grows only to the largest single batch. False if this build cannot do it.
+    """
+    with _arena_lock:
+        if device_id in _shared_arena_devices:
+            return True
+        try:
+            info = ort.OrtMemoryInfo(
+                "Cuda", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, device_id, ort.OrtMemType.DEFAULT
+            )
+            provider_options = {"device_id": str(device_id)}
+            ort.create_and_register_allocator_v2(CUDA, info, provider_options, ort.OrtArenaCfg({}))
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            log.warning("no shared GPU arena (%s): each session keeps its own", error)
+            return False
+        _shared_arena_devices.add(device_id)
+        return True
+
+
+def session_options(
+    cpu_threads: int, shared_arena: bool, profile_prefix: str | None = None
+) -> ort.SessionOptions:
+    """Options for every session of a voice; ``cpu_threads`` 0 means one per core."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = cpu_threads or cpu_count()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    if shared_arena:
+        options.add_session_config_entry(SHARED_ARENA_CONFIG, "1")
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return options
+
+
+def build_session(model: bytes, options: ort.SessionOptions, providers: list[Any]) -> ort.InferenceSession:
+    """A session that raises when a GPU kernel fails, instead of quietly moving to the CPU."""
+    session = ort.InferenceSession(model, options, providers=providers)
+    session.disable_fallback()
+    return session
