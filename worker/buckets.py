@@ -1,10 +1,11 @@
 """Shape buckets for the GPU: every batch is padded up to one of a few fixed shapes.
 
 ONNX Runtime's CUDA convolutions keep the cuDNN plan of the last input shape they saw and build a
-new one whenever the shape changes: about a millisecond per convolution, and a Piper voice has
-over a hundred of them. Real text gives a new shape on almost every batch. The engine therefore
-keeps one session per bucket (rows, phoneme ids, frames), and a session only ever sees its own
-shape. The price is the padding, which stays small because the buckets are close together.
+new one whenever the shape changes: over a millisecond per convolution, and a Piper voice has
+over a hundred of them (232 ms against 12 ms per run on an H200, docs/benchmarks.md). Real text
+gives a new shape on almost every batch. The engine therefore keeps one session per bucket
+(rows, phoneme ids, frames), and a session only ever sees its own shape. The price is the
+padding, which stays small because the buckets are close together.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ FRAMES_PER_ID: Final = 3.0
 """Decoder frames reserved per phoneme id at length scale 1. A Piper voice speaks 1.9 to 2.7
 frames per id (joe, medium, noise on, 66 segments); the rare batch that needs more runs at its
 own length, rounded up to :data:`FRAME_STEP`, and costs two re-plans (its own and the next run's):
-at 2.8, 25 of about 1,400 batches on the H200 did."""
+at 2.8, 25 of about 1,800 batches on the H200 did."""
 FRAME_STEP: Final = 32
 """Granularity of the decoder length in frames."""
 

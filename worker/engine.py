@@ -109,7 +109,7 @@ class EngineOptions:
     """Run a short utterance at load, so the first real job is not slow."""
     precision: Precision = "auto"
     """``fp16`` runs the flow and decoder in half precision on the GPU; ``fp32`` is the exact
-    reference; ``auto`` is fp16 on CUDA and fp32 on CPU (the CPU has no fp16 speed-up)."""
+    reference; ``auto`` is fp16 on CUDA and fp32 on CPU (fp16 is only used with CUDA)."""
     shape_buckets: bool | None = None
     """Pad batches to fixed shapes with one session each; ``None`` means on for CUDA only."""
     io_binding: bool = False

@@ -18,7 +18,8 @@ Provider = Literal["auto", "cuda", "cpu"]
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
 CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
-"""``EXHAUSTIVE`` (ORT's default) benchmarks every algorithm on each new shape: 4x slower here."""
+"""``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
+even with one shape per session (docs/benchmarks.md)."""
 SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
 
 _arena_lock = threading.Lock()
