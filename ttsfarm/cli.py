@@ -99,11 +99,12 @@ def synth(
             )
         elapsed = time.perf_counter() - started
         stats = synthesizer.batcher.stats
+        providers = sorted({engine.provider for engine in synthesizer.batcher.engines.values()})
     click.echo(describe(result, elapsed))
     if not quiet:
         click.echo(
-            f"batches: {stats.batches}, mean size {stats.mean_batch_size:.2f}, "
-            f"padding {stats.padding_ratio:.1%}",
+            f"engine: {', '.join(providers)}; batches: {stats.batches}, "
+            f"mean size {stats.mean_batch_size:.2f}, padding {stats.padding_ratio:.1%}",
             err=True,
         )
 

@@ -47,13 +47,22 @@ class Settings:
     """The GPU a worker is pinned to."""
     cpu_threads: int = 0
     """ONNX Runtime threads on CPU; 0 means one per core."""
-    max_batch: int = 8
+    precision: str = "auto"
+    """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
+    shape_buckets: str = "auto"
+    """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
+    prewarm: bool = False
+    """Build every shape bucket's session at worker start (GPU); farm workers turn it on."""
+    max_batch: int | None = None
+    """Segments per batch; unset means 32 on a GPU (the knee on an H200) and 8 on a CPU."""
     max_wait_ms: float = 80.0
     max_phoneme_ids: int = 400
     max_padded_ids: int | None = None
-    """Cap on batch size times longest item, in phoneme ids; unset means no cap."""
-    max_padding_ratio: float = 0.15
-    """Largest share of padding a batch may carry; farther-length items wait for the next."""
+    """Cap on batch size times longest item, in phoneme ids; unset means 16,384 on a GPU
+    and none on a CPU."""
+    max_padding_ratio: float | None = None
+    """Largest share of padding a batch may carry (farther-length items wait for the next);
+    unset means 0.15 on a CPU and no cap on a GPU, where batches are padded to buckets anyway."""
     concurrency: int = 16
     """Jobs one worker runs at a time; their segments share batches."""
     queue: str = "ttsfarm"

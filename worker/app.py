@@ -7,7 +7,9 @@ batcher) is built once per worker process when the worker starts, so the first j
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from celery.signals import worker_ready
@@ -15,7 +17,7 @@ from celery.worker.control import inspect_command
 
 from ttsfarm.celeryconf import make_celery
 from ttsfarm.registry import JobRegistry
-from ttsfarm.settings import Settings
+from ttsfarm.settings import ENV_PREFIX, Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.local import build_synthesizer
 from worker.pipeline import Synthesizer
@@ -23,6 +25,8 @@ from worker.pipeline import Synthesizer
 log = logging.getLogger(__name__)
 
 settings = Settings.load()
+if f"{ENV_PREFIX}PREWARM" not in os.environ:
+    settings = replace(settings, prewarm=True)  # a farm worker builds its GPU sessions before jobs come
 app = make_celery(settings)
 app.conf.include = ["worker.tasks"]
 

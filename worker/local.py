@@ -1,40 +1,89 @@
-"""Building the in-process synthesizer from settings (used by the CLI and by workers)."""
+"""Building the in-process synthesizer from settings (used by the CLI and by workers).
+
+Batching defaults depend on where the engine runs, from the H200 and CPU measurements in
+``docs/benchmarks.md``: on a GPU, batches of up to 32 (the knee of the throughput curve), a
+budget of 16,384 padded phoneme ids per batch, and no padding cap (batches are padded to
+fixed shape buckets anyway); on a CPU, batches of up to 8 with at most 15% padding.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import cast
+from dataclasses import dataclass
+from typing import Final, cast
 
 from ttsfarm.settings import Settings
-from worker.batcher import Batcher
-from worker.engine import Engine, EngineOptions, Provider
+from worker.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
+from worker.engine import Engine, EngineOptions, Precision, Provider
 from worker.pipeline import Synthesizer
+from worker.sessions import wants_cuda
 from worker.voices import Voice
+
+GPU_MAX_BATCH: Final = 32
+CPU_MAX_BATCH: Final = 8
+GPU_MAX_PADDED_IDS: Final = 16_384
+SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """The batcher's limits, resolved for the device the engine runs on."""
+
+    max_batch: int
+    max_padded_ids: int | None
+    max_padding_ratio: float
+
+    @classmethod
+    def for_settings(cls, settings: Settings, on_gpu: bool) -> BatchPolicy:
+        """Each limit from the settings where set, else this device's default."""
+        if on_gpu:
+            defaults = cls(GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0)
+        else:
+            defaults = cls(CPU_MAX_BATCH, None, DEFAULT_MAX_PADDING_RATIO)
+        return cls(
+            max_batch=defaults.max_batch if settings.max_batch is None else settings.max_batch,
+            max_padded_ids=defaults.max_padded_ids
+            if settings.max_padded_ids is None
+            else settings.max_padded_ids,
+            max_padding_ratio=defaults.max_padding_ratio
+            if settings.max_padding_ratio is None
+            else settings.max_padding_ratio,
+        )
 
 
 def engine_options(settings: Settings) -> EngineOptions:
     if settings.provider not in ("auto", "cuda", "cpu"):
         raise ValueError(f"provider must be auto, cuda or cpu, not {settings.provider!r}")
+    if settings.precision not in ("auto", "fp16", "fp32"):
+        raise ValueError(f"precision must be auto, fp16 or fp32, not {settings.precision!r}")
+    if settings.shape_buckets not in SHAPE_BUCKETS:
+        raise ValueError(f"shape_buckets must be auto, on or off, not {settings.shape_buckets!r}")
     return EngineOptions(
         provider=cast(Provider, settings.provider),
         device_id=settings.gpu,
         cpu_threads=settings.cpu_threads,
+        precision=cast(Precision, settings.precision),
+        shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
     )
 
 
 def build_synthesizer(settings: Settings) -> Synthesizer:
     options = engine_options(settings)
+    policy = BatchPolicy.for_settings(settings, wants_cuda(options.provider))
 
     def load_engine(voice: Voice) -> Engine:
-        return Engine(voice, options)
+        engine = Engine(voice, options)
+        if settings.prewarm and engine.on_gpu:
+            engine.prepare([policy.max_batch])
+        return engine
 
     batcher = Batcher(
         load_engine,
-        max_batch=settings.max_batch,
+        max_batch=policy.max_batch,
         max_wait=settings.max_wait_ms / 1000,
-        max_padded_ids=settings.max_padded_ids,
-        max_padding_ratio=settings.max_padding_ratio,
+        max_padded_ids=policy.max_padded_ids,
+        max_padding_ratio=policy.max_padding_ratio,
     )
     return Synthesizer(
         batcher,

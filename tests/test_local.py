@@ -1,0 +1,30 @@
+"""Settings to engine options and batching limits, for a CPU and for a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from ttsfarm.settings import Settings
+from worker.local import BatchPolicy, engine_options
+
+
+def test_defaults_depend_on_the_device() -> None:
+    gpu = BatchPolicy.for_settings(Settings(), on_gpu=True)
+    cpu = BatchPolicy.for_settings(Settings(), on_gpu=False)
+    assert (gpu.max_batch, gpu.max_padded_ids, gpu.max_padding_ratio) == (32, 16_384, 1.0)
+    assert (cpu.max_batch, cpu.max_padded_ids, cpu.max_padding_ratio) == (8, None, 0.15)
+
+
+def test_settings_win_over_device_defaults() -> None:
+    settings = Settings.load({"TTSFARM_MAX_BATCH": "4", "TTSFARM_MAX_PADDING_RATIO": "0"})
+    policy = BatchPolicy.for_settings(settings, on_gpu=True)
+    assert (policy.max_batch, policy.max_padding_ratio) == (4, 0.0)
+
+
+def test_engine_options_from_settings() -> None:
+    options = engine_options(
+        Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_SHAPE_BUCKETS": "off", "TTSFARM_GPU": "3"})
+    )
+    assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", False, 3)
+    with pytest.raises(ValueError, match="precision must be"):
+        engine_options(Settings(precision="int4"))
