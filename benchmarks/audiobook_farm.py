@@ -9,17 +9,12 @@ seconds per second.
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import tempfile
 import time
 from pathlib import Path
 
-import boto3
-import redis
 from audiobook_local import repeated_book
-from farm_load import BUCKET, CREDENTIALS, free_port, start_workers
-from moto.server import ThreadedMotoServer
+from farm_load import farm_setup, start_s3, start_workers
 
 from producer.audiobook import FarmRenderer, upload_book
 from producer.client import Client
@@ -27,7 +22,6 @@ from ttsfarm.audiobook import build_audiobook
 from ttsfarm.book import read_book
 from ttsfarm.book_progress import BookProgress
 from ttsfarm.jobs import SynthesisOptions
-from ttsfarm.settings import Settings
 
 
 def main() -> None:
@@ -39,24 +33,8 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     args = parser.parse_args()
 
-    redis.Redis.from_url(args.redis_url).flushdb()
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    os.environ.update(CREDENTIALS)
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
-    env.update(
-        TTSFARM_BROKER_URL=args.redis_url,
-        TTSFARM_STORAGE_URL=f"s3://{BUCKET}/farm",
-        TTSFARM_S3_ENDPOINT_URL=endpoint,
-        TTSFARM_PROVIDER=args.provider,
-    )
-    settings = Settings(
-        broker_url=args.redis_url, storage_url=f"s3://{BUCKET}/farm", s3_endpoint_url=endpoint
-    )
+    server, endpoint = start_s3()
+    env, settings = farm_setup(args.redis_url, endpoint, "farm", args.provider)
     with tempfile.TemporaryDirectory(prefix="ttsfarm-bench-") as temp:
         folder = Path(temp)
         source = folder / "book.csv"

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 import numpy as np
@@ -44,6 +45,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_s3() -> tuple[Any, str]:
+    """moto's S3 server on a free local port: (server, endpoint URL)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+def farm_setup(redis_url: str, endpoint: str, prefix: str, provider: str) -> tuple[dict[str, str], Settings]:
+    """Empty the Redis database, create the bucket; the workers' environment and the client's settings."""
+    redis.Redis.from_url(redis_url).flushdb()
+    os.environ.update(CREDENTIALS)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+    storage_url = f"s3://{BUCKET}/{prefix}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
+    env.update(
+        TTSFARM_BROKER_URL=redis_url,
+        TTSFARM_STORAGE_URL=storage_url,
+        TTSFARM_S3_ENDPOINT_URL=endpoint,
+        TTSFARM_PROVIDER=provider,
+    )
+    return env, Settings(broker_url=redis_url, storage_url=storage_url, s3_endpoint_url=endpoint)
 
 
 def start_workers(
@@ -117,29 +145,11 @@ def main() -> None:
     parser.add_argument("--s3-endpoint", help="Use this S3 endpoint instead of starting moto's server.")
     args = parser.parse_args()
 
-    redis.Redis.from_url(args.redis_url).flushdb()
     server = None
     endpoint = args.s3_endpoint
     if endpoint is None:
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        port = free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        endpoint = f"http://127.0.0.1:{port}"
-    os.environ.update(CREDENTIALS)
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
-    env.update(
-        TTSFARM_BROKER_URL=args.redis_url,
-        TTSFARM_STORAGE_URL=f"s3://{BUCKET}/load",
-        TTSFARM_S3_ENDPOINT_URL=endpoint,
-        TTSFARM_PROVIDER=args.provider,
-    )
-    settings = Settings(
-        broker_url=args.redis_url, storage_url=f"s3://{BUCKET}/load", s3_endpoint_url=endpoint
-    )
+        server, endpoint = start_s3()
+    env, settings = farm_setup(args.redis_url, endpoint, "load", args.provider)
     with tempfile.TemporaryDirectory() as logs:
         workers = start_workers(args.workers, env, args.concurrency, Path(logs))
         try:
