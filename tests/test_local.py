@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ttsfarm.settings import Settings
@@ -12,7 +14,7 @@ def test_defaults_depend_on_the_device() -> None:
     gpu = BatchPolicy.for_settings(Settings(), on_gpu=True)
     cpu = BatchPolicy.for_settings(Settings(), on_gpu=False)
     assert (gpu.max_batch, gpu.max_padded_ids, gpu.max_padding_ratio) == (32, 16_384, 1.0)
-    assert (cpu.max_batch, cpu.max_padded_ids, cpu.max_padding_ratio) == (8, None, 0.15)
+    assert (cpu.max_batch, cpu.max_padded_ids, cpu.max_padding_ratio) == (1, None, 0.15)
 
 
 def test_settings_win_over_device_defaults() -> None:
@@ -28,3 +30,10 @@ def test_engine_options_from_settings() -> None:
     assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", False, 3)
     with pytest.raises(ValueError, match="precision must be"):
         engine_options(Settings(precision="int4"))
+
+
+def test_shipped_config_loads_and_env_wins() -> None:
+    config = Path(__file__).parent.parent / "configs" / "ttsfarm.toml"
+    settings = Settings.load({"TTSFARM_VOICE": "other"}, config_path=config)
+    assert settings.voice == "other" and settings.storage_url == "ttsfarm-output"
+    assert settings.max_batch is None  # the device decides

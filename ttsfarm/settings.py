@@ -54,7 +54,8 @@ class Settings:
     prewarm: bool = False
     """Build every shape bucket's session at worker start (GPU); farm workers turn it on."""
     max_batch: int | None = None
-    """Segments per batch; unset means 32 on a GPU (the knee on an H200) and 8 on a CPU."""
+    """Segments per batch; unset means 32 on a GPU (the knee on an H200) and 1 on a CPU, where
+    batching does not pay (``docs/benchmarks.md``)."""
     max_wait_ms: float = 80.0
     max_phoneme_ids: int = 400
     max_padded_ids: int | None = None

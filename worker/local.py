@@ -3,7 +3,10 @@
 Batching defaults depend on where the engine runs, from the H200 and CPU measurements in
 ``docs/benchmarks.md``: on a GPU, batches of up to 32 (the knee of the throughput curve), a
 budget of 16,384 padded phoneme ids per batch, and no padding cap (batches are padded to
-fixed shape buckets anyway); on a CPU, batches of up to 8 with at most 15% padding.
+fixed shape buckets anyway). On a CPU a batch is no faster per item than single items and
+any padding is lost work (batch 8 ran 8-10% slower than batch 1, batch 8 with under 2%
+padding 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
+batch anyway (at most 15% padding then).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from worker.sessions import wants_cuda
 from worker.voices import Voice
 
 GPU_MAX_BATCH: Final = 32
-CPU_MAX_BATCH: Final = 8
+CPU_MAX_BATCH: Final = 1
 GPU_MAX_PADDED_IDS: Final = 16_384
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 

@@ -88,6 +88,7 @@ def farm_env(redis_url: str, s3_endpoint: str, **extra: str) -> dict[str, str]:
         TTSFARM_S3_ENDPOINT_URL=s3_endpoint,
         TTSFARM_PROVIDER="cpu",
         TTSFARM_RETRY_BACKOFF_SECONDS="0.2",
+        TTSFARM_MAX_BATCH="8",  # CPU workers default to 1; these tests check batching across jobs
     )
     env.update(extra)
     return env
