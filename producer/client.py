@@ -98,16 +98,19 @@ class Client:
         requests = [self._request(job) for job in jobs]  # validates every text before sending any
         keys = [job.key for job in jobs]
         ids: list[str] = []
+        sending: str | None = None
         try:
             with self._app.producer_or_acquire() as producer:
                 for request, key in zip(requests, keys, strict=True):
                     job_id = request.job_id
+                    self._registry.created(job_id)  # the record first: a bound key never points at nothing
                     if key is not None:
-                        job_id = self._registry.claim_key(key, job_id)
-                        if job_id != request.job_id:
-                            ids.append(job_id)
+                        bound = self._registry.claim_key(key, job_id)
+                        if bound != job_id:
+                            self._registry.forget(job_id)
+                            ids.append(bound)
                             continue
-                    self._registry.created(job_id)
+                    sending = job_id
                     self._app.send_task(
                         TASK_NAME,
                         args=[request.to_dict()],
@@ -115,11 +118,14 @@ class Client:
                         producer=producer,
                         queue=self.settings.queue,
                     )
+                    sending = None
                     ids.append(job_id)
         except OperationalError as error:
-            raise BrokerUnavailable(
-                f"cannot reach the broker at {self.settings.broker_url}: {error}"
-            ) from None
+            message = f"cannot reach the broker at {self.settings.broker_url}: {error}"
+            if sending is not None:  # recorded but never queued: fail it so its key can be used again
+                self._registry.failed(sending, f"could not be queued: {message}")
+            queued = f" ({len(ids)} of {len(requests)} jobs were queued: {', '.join(ids)})" if ids else ""
+            raise BrokerUnavailable(message + queued) from None
         return ids
 
     def status(self, job_id: str) -> JobStatus:

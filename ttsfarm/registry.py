@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
 import redis
 
@@ -22,6 +22,21 @@ RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""
 KEY_PREFIX: Final = "ttsfarm:"
 CONNECT_TIMEOUT_SECONDS: Final = 3.0
+
+
+_CLAIM_KEY_SCRIPT: Final = """
+local bound = redis.call('GET', KEYS[1])
+if bound then
+    local record = ARGV[3] .. bound
+    local state = redis.call('HGET', record, 'state')
+    local cancelled = redis.call('HGET', record, 'cancel_requested') == 'true'
+    if state and state ~= '"failed"' and state ~= '"cancelled"' and not cancelled then
+        return bound
+    end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return ARGV[1]
+"""
 
 
 @dataclass(frozen=True)
@@ -91,15 +106,14 @@ class JobRegistry:
         """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.
 
         A key whose job failed, was cancelled or expired is bound anew: nothing was made
-        under it, so trying again is not synthesizing twice."""
+        under it, so trying again is not synthesizing twice. One atomic step in Redis, so two
+        producers submitting the same key at once get the same job."""
         key = f"{KEY_PREFIX}key:{idempotency_key}"
-        if self._call("set", key, job_id, nx=True, ex=RECORD_TTL_SECONDS):
-            return job_id
-        bound = cast(str, self._call("get", key)) or job_id
-        if self.status(bound).state in ("failed", "cancelled", "unknown"):
-            self._call("set", key, job_id, ex=RECORD_TTL_SECONDS)
-            return job_id
-        return bound
+        return str(self._call("eval", _CLAIM_KEY_SCRIPT, 1, key, job_id, RECORD_TTL_SECONDS, self._key("")))
+
+    def forget(self, job_id: str) -> None:
+        """Drop the record of a job that was never queued."""
+        self._call("delete", self._key(job_id))
 
     def created(self, job_id: str) -> None:
         self._update(job_id, state="queued", submitted_at=time.time(), attempts=0)
@@ -152,8 +166,10 @@ class JobRegistry:
             return JobStatus(job_id, "unknown")
         data = {k: json.loads(v) for k, v in raw.items()}
         state = data.get("state", "queued")
-        if data.get("cancel_requested") and state in ("queued", "running"):
-            state = "cancelled"  # the worker stops at its next segment; nothing will be stored
+        if data.get("cancel_requested") and state == "queued":
+            state = "cancelled"  # it will never run: workers check the flag before starting
+        # A running job stays running until its worker records that it stopped (cancelled) or
+        # that it had already stored its audio (succeeded): the state never flips back.
         result = data.get("result")
         return JobStatus(
             job_id=job_id,

@@ -118,6 +118,8 @@ class Synthesizer:
             raw.unlink()
             digest = sha256_of(encoded)
             size = encoded.stat().st_size
+            if cancelled is not None and cancelled():
+                raise Cancelled("the job was cancelled")
             stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
         return JobResult(
