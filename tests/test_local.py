@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from worker.local import BatchPolicy, engine_options
 
@@ -28,7 +29,7 @@ def test_engine_options_from_settings() -> None:
         Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_SHAPE_BUCKETS": "off", "TTSFARM_GPU": "3"})
     )
     assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", False, 3)
-    with pytest.raises(ValueError, match="precision must be"):
+    with pytest.raises(InvalidInput, match="TTSFARM_PRECISION must be"):
         engine_options(Settings(precision="int4"))
 
 
@@ -37,3 +38,8 @@ def test_shipped_config_loads_and_env_wins() -> None:
     settings = Settings.load({"TTSFARM_VOICE": "other"}, config_path=config)
     assert settings.voice == "other" and settings.storage_url == "ttsfarm-output"
     assert settings.max_batch is None  # the device decides
+
+
+def test_a_bad_batch_size_is_a_clear_error() -> None:
+    with pytest.raises(InvalidInput, match="TTSFARM_MAX_BATCH must be at least 1"):
+        BatchPolicy.for_settings(Settings(max_batch=0), on_gpu=False)

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -19,7 +19,7 @@ from ttsfarm.settings import Settings
 if TYPE_CHECKING:
     from producer.client import Client
 
-STATUS_POLL_SECONDS = 0.25
+STATUS_POLL_SECONDS: Final = 0.25
 
 
 def _client(settings: Settings) -> Client:
@@ -89,7 +89,9 @@ def _follow(client: Client, job_id: str) -> None:
             status = client.status(job_id)
             if status.segments_total:
                 bar.update(status)
-            if status.done or status.state == "unknown":
+            if status.state == "unknown":
+                raise JobNotFound(f"unknown job id {job_id}")
+            if status.done:
                 break
             time.sleep(STATUS_POLL_SECONDS)
     _report(status.to_dict())

@@ -1,7 +1,8 @@
 """S3-compatible storage through boto3 (AWS, MinIO, anything that speaks the S3 API).
 
 Objects are written whole or not at all (S3 makes an upload visible only when complete),
-carry their SHA-256 in metadata and as an S3 checksum, and are checked after upload.
+carry their SHA-256 in metadata and as an S3 checksum (verified by the store on receipt),
+and are checked after upload (size and metadata); a mismatched object is deleted.
 """
 
 from __future__ import annotations
@@ -100,15 +101,26 @@ class S3Storage:
     def put(self, source: Path, key: str, content_type: str, sha256: str) -> StoredObject:
         object_key = self.object_key(key)
         what = f"upload of s3://{self.bucket}/{object_key}"
-        extra: dict[str, Any] = {"ContentType": content_type, "Metadata": {SHA256_METADATA: sha256}}
+        extra: dict[str, Any] = {
+            "ContentType": content_type,
+            "Metadata": {SHA256_METADATA: sha256},
+            "ChecksumAlgorithm": "SHA256",  # the store verifies every part against it on receipt
+        }
         try:
             self.client.upload_file(str(source), self.bucket, object_key, ExtraArgs=extra)
             head = self.client.head_object(Bucket=self.bucket, Key=object_key)
         except _ERRORS as error:
             raise _translate(error, what) from None
         if head["ContentLength"] != source.stat().st_size or head["Metadata"].get(SHA256_METADATA) != sha256:
+            self._delete(object_key)
             raise StorageUnavailable(f"{what}: the stored object does not match what was sent")
         return StoredObject(location=f"s3://{self.bucket}/{object_key}", url=self.url(object_key))
+
+    def _delete(self, object_key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=object_key)
+        except _ERRORS as error:
+            log.warning("could not remove the mismatched s3://%s/%s: %s", self.bucket, object_key, error)
 
     def put_bytes(self, data: bytes, key: str, content_type: str) -> None:
         try:

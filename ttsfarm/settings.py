@@ -51,8 +51,9 @@ class Settings:
     """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
     shape_buckets: str = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
-    prewarm: bool = False
-    """Build every shape bucket's session at worker start (GPU); farm workers turn it on."""
+    prewarm: bool | None = None
+    """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
+    off for one-off commands."""
     max_batch: int | None = None
     """Segments per batch; unset means 32 on a GPU (the knee on an H200) and 1 on a CPU, where
     batching does not pay (``docs/benchmarks.md``)."""
@@ -133,7 +134,7 @@ def _convert(name: str, value: Any) -> Any:
             return int(value)
         if kind.startswith("float"):
             return float(value)
-        if kind == "bool":
+        if kind.startswith("bool"):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     except (TypeError, ValueError):
         raise InvalidInput(f"setting {ENV_PREFIX}{name.upper()}={value!r} is not a valid {kind}") from None

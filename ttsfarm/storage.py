@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import InvalidInput, JobNotFound
+from ttsfarm.files import sha256_file
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,15 @@ class Storage(Protocol):
     def get_bytes(self, key: str) -> bytes | None: ...
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()
+"""Read once at import: setting the umask to read it is process-wide, so never later, while
+other threads may be creating files."""
 
 
 class LocalStorage:
@@ -64,7 +70,7 @@ class LocalStorage:
             raise InvalidInput(f"cannot write to {target.parent}: {error.strerror}") from None
         try:
             shutil.copyfile(source, partial)
-            os.chmod(partial, 0o666 & ~_umask())  # mkstemp makes 0600; finished audio is for sharing
+            os.chmod(partial, 0o666 & ~_UMASK)  # mkstemp makes 0600; finished audio is for sharing
             os.replace(partial, target)
         except OSError as error:
             Path(partial).unlink(missing_ok=True)
@@ -72,10 +78,19 @@ class LocalStorage:
         return StoredObject(location=str(target), url=None)
 
     def fetch(self, key: str, target: Path) -> None:
-        shutil.copyfile(self._path(key), target)
+        source = self._path(key)
+        if not source.is_file():
+            raise JobNotFound(f"{source} is not in the storage folder (was it moved or deleted?)")
+        if target.is_dir():
+            raise InvalidInput(f"{target} is a folder: give a file name")
+        try:
+            shutil.copyfile(source, target)
+        except OSError as error:
+            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
 
     def exists(self, key: str, sha256: str | None = None) -> bool:
-        return self._path(key).is_file()
+        path = self._path(key)
+        return path.is_file() and (sha256 is None or sha256_file(path) == sha256)
 
     def put_bytes(self, data: bytes, key: str, content_type: str = "") -> None:
         with tempfile.NamedTemporaryFile(delete=False) as handle:

@@ -7,7 +7,6 @@ batcher) is built once per worker process when the worker starts, so the first j
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import replace
 from typing import Any
@@ -17,7 +16,7 @@ from celery.worker.control import inspect_command
 
 from ttsfarm.celeryconf import make_celery
 from ttsfarm.registry import JobRegistry
-from ttsfarm.settings import ENV_PREFIX, Settings
+from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.local import build_synthesizer
 from worker.pipeline import Synthesizer
@@ -25,7 +24,7 @@ from worker.pipeline import Synthesizer
 log = logging.getLogger(__name__)
 
 settings = Settings.load()
-if f"{ENV_PREFIX}PREWARM" not in os.environ:
+if settings.prewarm is None:
     settings = replace(settings, prewarm=True)  # a farm worker builds its GPU sessions before jobs come
 app = make_celery(settings)
 app.conf.include = ["worker.tasks"]
@@ -91,4 +90,5 @@ def ttsfarm_stats(state: Any) -> dict[str, Any]:
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def _load_model_at_start(**_: Any) -> None:
     """Load and warm the default voice before the first job arrives."""
-    assert resources.storage is not None and resources.synthesizer is not None
+    resources.storage  # noqa: B018 - building them is the point
+    resources.synthesizer  # noqa: B018

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Final
 
@@ -71,11 +70,3 @@ def encode(source: Path, target: Path, audio_format: str) -> None:
     ):
         for block in src.blocks(blocksize=ENCODE_BLOCK_FRAMES, dtype="float32"):
             dst.write(block)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -107,20 +107,21 @@ class Batcher:
 
     @property
     def engines(self) -> dict[str, Engine]:
-        """The engines loaded so far, by voice name."""
+        """The engines loaded so far, by model path."""
         return dict(self._engines)
 
     def engine(self, voice: Voice) -> Engine:
         """The engine of ``voice``, loaded on first use and kept for the process."""
-        engine = self._engines.get(voice.name)
+        key = str(voice.model_path)  # two voices may share a name, never a model file
+        engine = self._engines.get(key)
         if engine is None:
-            engine = self._engines[voice.name] = self._load_engine(voice)
+            engine = self._engines[key] = self._load_engine(voice)
         return engine
 
     def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
         """Queue one utterance; the future holds its waveform (float32, trimmed)."""
         future: Future[np.ndarray] = Future()
-        pending = _Pending((voice.name, scales), voice, item, future, time.monotonic())
+        pending = _Pending((str(voice.model_path), scales), voice, item, future, time.monotonic())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
@@ -144,8 +145,15 @@ class Batcher:
             if batch is None:
                 return
             live = [p for p in batch if p.future.set_running_or_notify_cancel()]
-            if live:
+            if not live:
+                continue
+            try:
                 self._execute(live, halvings=0)
+            except Exception as error:  # never let the one batching thread die: jobs would hang
+                log.exception("batch of %d failed unexpectedly", len(live))
+                for pending in live:
+                    if not pending.future.done():
+                        pending.future.set_exception(error)
 
     def _next_batch(self) -> list[_Pending] | None:
         with self._cond:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, cast
 
+from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from worker.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
 from worker.engine import Engine, EngineOptions, Precision, Provider
@@ -44,6 +45,8 @@ class BatchPolicy:
             defaults = cls(GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0)
         else:
             defaults = cls(CPU_MAX_BATCH, None, DEFAULT_MAX_PADDING_RATIO)
+        if settings.max_batch is not None and settings.max_batch < 1:
+            raise InvalidInput(f"TTSFARM_MAX_BATCH must be at least 1, not {settings.max_batch}")
         return cls(
             max_batch=defaults.max_batch if settings.max_batch is None else settings.max_batch,
             max_padded_ids=defaults.max_padded_ids
@@ -57,11 +60,11 @@ class BatchPolicy:
 
 def engine_options(settings: Settings) -> EngineOptions:
     if settings.provider not in ("auto", "cuda", "cpu"):
-        raise ValueError(f"provider must be auto, cuda or cpu, not {settings.provider!r}")
+        raise InvalidInput(f"TTSFARM_PROVIDER must be auto, cuda or cpu, not {settings.provider!r}")
     if settings.precision not in ("auto", "fp16", "fp32"):
-        raise ValueError(f"precision must be auto, fp16 or fp32, not {settings.precision!r}")
+        raise InvalidInput(f"TTSFARM_PRECISION must be auto, fp16 or fp32, not {settings.precision!r}")
     if settings.shape_buckets not in SHAPE_BUCKETS:
-        raise ValueError(f"shape_buckets must be auto, on or off, not {settings.shape_buckets!r}")
+        raise InvalidInput(f"TTSFARM_SHAPE_BUCKETS must be auto, on or off, not {settings.shape_buckets!r}")
     return EngineOptions(
         provider=cast(Provider, settings.provider),
         device_id=settings.gpu,

@@ -15,9 +15,10 @@ from typing import Final
 import numpy as np
 
 from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
-from worker.audio import SegmentWriter, encode, sha256_of
+from worker.audio import SegmentWriter, encode
 from worker.batcher import Batcher
 from worker.engine import EngineItem, Scales
 from worker.phonemes import Phonemizer
@@ -69,10 +70,11 @@ class Synthesizer:
         return resolve_voice(name_or_path, self.voices_dir)
 
     def segmenter(self, voice: Voice) -> Segmenter:
+        key = str(voice.model_path)
         with self._lock:
-            if voice.name not in self._segmenters:
-                self._segmenters[voice.name] = Segmenter(Phonemizer(voice), self.max_phoneme_ids)
-            return self._segmenters[voice.name]
+            if key not in self._segmenters:
+                self._segmenters[key] = Segmenter(Phonemizer(voice), self.max_phoneme_ids)
+            return self._segmenters[key]
 
     def scales(self, voice: Voice, options: SynthesisOptions) -> Scales:
         def pick(value: float | None, default: float) -> float:
@@ -116,7 +118,7 @@ class Synthesizer:
             encoded = Path(folder) / f"speech.{request.format}"
             encode(raw, encoded, request.format)
             raw.unlink()
-            digest = sha256_of(encoded)
+            digest = sha256_file(encoded)
             size = encoded.stat().st_size
             if cancelled is not None and cancelled():
                 raise Cancelled("the job was cancelled")

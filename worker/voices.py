@@ -43,6 +43,17 @@ class Voice:
         except (OSError, ValueError) as error:
             raise VoiceNotFound(f"voice {name!r}: cannot read {config_path}: {error}") from None
         inference = config.get("inference", {})
+        try:
+            return cls._from_config(name, model_path, config_path, config, inference)
+        except (KeyError, TypeError, ValueError) as error:
+            raise VoiceNotFound(
+                f"voice {name!r}: {config_path} is not a Piper voice config (bad or missing {error})"
+            ) from None
+
+    @classmethod
+    def _from_config(
+        cls, name: str, model_path: Path, config_path: Path, config: dict[str, Any], inference: dict[str, Any]
+    ) -> Voice:
         return cls(
             name=name,
             model_path=model_path,
