@@ -14,11 +14,12 @@ from typing import Final
 
 from producer.client import Client, JobFailed
 from ttsfarm.errors import Cancelled
+from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
 from ttsfarm.jobs import JobRequest, JobResult, check_text
 from ttsfarm.manifest import MANIFEST_NAME, Manifest
 from ttsfarm.render import PartProgress
 from ttsfarm.storage import Storage
-from worker.voices import resolve_voice
+from ttsfarm.voices import resolve_voice
 
 FARM_CONCURRENCY: Final = 32
 """Parts in flight on the farm at once: enough to fill several workers' batches."""
@@ -26,10 +27,9 @@ POLL_SECONDS: Final = 0.5
 BOOKS_PREFIX: Final = "books"
 CONTENT_TYPES: Final = {
     ".m4b": "audio/mp4",
-    ".mp3": "audio/mpeg",
-    ".flac": "audio/flac",
     ".srt": "application/x-subrip",
     ".json": "application/json",
+    **{f".{name}": kind for name, kind in JOB_CONTENT_TYPES.items()},
 }
 _SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
 

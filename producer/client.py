@@ -55,7 +55,7 @@ class Client:
     def __init__(
         self, broker_url: str, result_backend: str | None = None, settings: Settings | None = None
     ) -> None:
-        base = settings or Settings()
+        base = settings or Settings.load()  # storage and the rest from the environment
         self.settings = base.replace(
             broker_url=broker_url, result_backend=result_backend or base.result_backend
         )

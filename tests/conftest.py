@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from ttsfarm.voices import Voice, resolve_voice
 from worker.batcher import Batcher
 from worker.engine import Engine, EngineOptions, Scales
 from worker.phonemes import Phonemizer
 from worker.pipeline import Synthesizer
-from worker.voices import Voice, resolve_voice
 
 DETERMINISTIC = Scales(noise_scale=0.0, length_scale=1.0, noise_w=0.0)
 

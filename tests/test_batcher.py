@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import DETERMINISTIC
+from ttsfarm.voices import Voice
 from worker.batcher import Batcher, split_phoneme_ids
 from worker.engine import Engine, EngineItem, EngineOutOfMemory, Scales
 from worker.phonemes import Phonemizer
-from worker.voices import Voice
 
 TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] + [
     "Short.",

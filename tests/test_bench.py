@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from tests.conftest import DETERMINISTIC
 from ttsfarm.cli import main
+from ttsfarm.voices import Voice
 from worker.bench import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
 from worker.buckets import FRAME_STEP, ID_BUCKETS, ID_STEP_PAST_BUCKETS, Bucket, bucket_for
 from worker.engine import Engine, EngineItem, EngineOptions
 from worker.phonemes import Phonemizer
-from worker.voices import Voice
 
 TEXT = "Hi. The ferry carried farmers across the water. Not everyone was pleased, said the baker."
 

@@ -8,10 +8,10 @@ import onnxruntime as ort
 import pytest
 
 from tests.conftest import DETERMINISTIC
+from ttsfarm.voices import Voice
 from worker.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
 from worker.phonemes import Phonemizer
 from worker.precision import convert_to_fp16, log_mel_distance
-from worker.voices import Voice
 
 SENTENCE = "Children learned to swim off the wooden dock behind the post office."
 

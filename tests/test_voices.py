@@ -14,9 +14,9 @@ import pytest
 
 from tests.conftest import DETERMINISTIC
 from ttsfarm.errors import VoiceNotFound
+from ttsfarm.voices import Voice, list_voices, resolve_voice
 from worker.engine import Engine, EngineItem, EngineOptions
 from worker.phonemes import Phonemizer
-from worker.voices import Voice, list_voices, resolve_voice
 
 
 def two_speaker_copy(voice: Voice, folder: Path) -> Path:

@@ -113,7 +113,7 @@ def synth(
 @click.pass_obj
 def voices(settings: Settings) -> None:
     """List the voices known by name."""
-    from worker.voices import list_voices
+    from ttsfarm.voices import list_voices
 
     for voice in list_voices(settings.voices_dir):
         speakers = f"{voice.num_speakers} speakers" if voice.num_speakers > 1 else "1 speaker"

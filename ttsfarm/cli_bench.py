@@ -59,9 +59,9 @@ def bench(
     json_path: Path | None,
 ) -> None:
     """Sweep batch sizes over a realistic mix of segment lengths and print the table."""
+    from ttsfarm.voices import resolve_voice
     from worker.bench import corpus_items, format_table, short_latency, sweep, table_line
     from worker.engine import Engine, EngineOptions, Precision, Provider
-    from worker.voices import resolve_voice
 
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():

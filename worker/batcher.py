@@ -18,8 +18,8 @@ from typing import Final
 
 import numpy as np
 
+from ttsfarm.voices import Voice
 from worker.engine import Engine, EngineItem, EngineOutOfMemory, Scales
-from worker.voices import Voice
 
 log = logging.getLogger(__name__)
 

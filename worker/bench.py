@@ -22,11 +22,11 @@ from typing import Any, Final
 
 import numpy as np
 
+from ttsfarm.voices import Voice
 from worker.batcher import DEFAULT_MAX_WAIT, Batcher
 from worker.engine import Engine, EngineItem, Scales
 from worker.phonemes import Phonemizer
 from worker.text import DEFAULT_MAX_PHONEME_IDS, Segmenter
-from worker.voices import Voice
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from ttsfarm.voices import Voice
 from worker.buckets import FRAME_STEP, ID_BUCKETS, Bucket, bucket_for
 from worker.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
 from worker.precision import Precision, convert_to_fp16
@@ -35,7 +36,6 @@ from worker.sessions import (
     share_gpu_arena,
     wants_cuda,
 )
-from worker.voices import Voice
 
 __all__ = [
     "Engine",

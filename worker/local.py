@@ -18,11 +18,11 @@ from typing import Final, cast
 
 from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
+from ttsfarm.voices import Voice
 from worker.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
 from worker.engine import Engine, EngineOptions, Precision, Provider
 from worker.pipeline import Synthesizer
 from worker.sessions import wants_cuda
-from worker.voices import Voice
 
 GPU_MAX_BATCH: Final = 32
 CPU_MAX_BATCH: Final = 1

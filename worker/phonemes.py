@@ -8,7 +8,7 @@ from typing import Final
 from piper.phoneme_ids import phonemes_to_ids
 from piper.phonemize_espeak import EspeakPhonemizer
 
-from worker.voices import Voice
+from ttsfarm.voices import Voice
 
 SENTENCE_JOIN: Final = " "
 """Placed between espeak's sentences when one segment holds more than one."""

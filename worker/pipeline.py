@@ -18,12 +18,12 @@ from ttsfarm.errors import Cancelled, InvalidInput
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
+from ttsfarm.voices import Voice, resolve_voice
 from worker.audio import SegmentWriter, encode
 from worker.batcher import Batcher
 from worker.engine import EngineItem, Scales
 from worker.phonemes import Phonemizer
 from worker.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter
-from worker.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
