@@ -33,6 +33,7 @@ import gpu_system  # this folder, beside this script
 import numpy as np
 import onnxruntime as ort
 
+from ttsfarm.voices import resolve_voice
 from worker.bench import (
     corpus_items,
     gpu_memory_mib,
@@ -43,7 +44,6 @@ from worker.bench import (
 )
 from worker.engine import Engine, EngineItem, EngineOptions, Scales, filler_ids, gpu_present
 from worker.precision import log_mel_distance
-from worker.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"
 STATE = Path("/tmp/ttsfarm-suite-best.json")
