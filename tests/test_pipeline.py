@@ -84,6 +84,19 @@ def test_progress_is_reported(synthesizer: Synthesizer, tmp_path: Path) -> None:
     assert seen[-1].fraction == 1.0
 
 
+def test_progress_total_is_exact_at_the_end_of_a_long_text(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    seen = []
+    text = EXAMPLE.read_text()
+    result = synthesizer.synthesize(
+        JobRequest(text, options=FAST), LocalStorage(tmp_path), "p.flac", progress=seen.append
+    )
+    assert [p.segments_done for p in seen] == list(range(1, len(result.segments) + 1))
+    assert seen[-1].segments_total == len(result.segments) and seen[-1].fraction == 1.0
+    assert all(p.segments_done <= p.segments_total for p in seen)
+    early = seen[0].segments_total  # an estimate made a few batches in: within reach of the truth
+    assert 0.5 * len(result.segments) <= early <= 2 * len(result.segments)
+
+
 def current_rss() -> int:
     """Resident memory of this process now, in bytes."""
     return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()

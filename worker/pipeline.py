@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,13 +107,16 @@ class Synthesizer:
         progress: ProgressCallback | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> JobResult:
-        """Speak ``request.text`` and store the encoded audio under ``key``."""
-        voice, segments = self.plan(request)
+        """Speak ``request.text`` and store the encoded audio under ``key``.
+
+        Segments are made as synthesis goes (a few batches ahead), so the first audio does not
+        wait for the whole text to be phonemized."""
+        voice, segments = self._stream(request)
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=self.temp_dir) as folder:
             raw = Path(folder) / "segments.wav"
             writer = SegmentWriter(raw, voice.sample_rate)
             try:
-                self._speak(voice, request.options, segments, writer, progress, cancelled)
+                self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
             encoded = Path(folder) / f"speech.{request.format}"
@@ -136,32 +140,75 @@ class Synthesizer:
             segments=tuple(writer.timings),
         )
 
+    def _stream(self, request: JobRequest) -> tuple[Voice, Iterator[Segment]]:
+        """Check the request, then segment its text lazily; the first segment is made here,
+        so a text with nothing to speak fails before anything else happens."""
+        voice = self.voice(request.options.voice)
+        voice.speaker_id(request.options.speaker)
+        self.scales(voice, request.options)
+        segments = self.segmenter(voice).segments(request.text)
+        first = next(segments, None)
+        if first is None:
+            raise InvalidInput("the text has nothing to speak: it holds no words")
+        return voice, itertools.chain([first], segments)
+
     def _speak(
         self,
         voice: Voice,
-        options: SynthesisOptions,
-        segments: list[Segment],
+        request: JobRequest,
+        segments: Iterator[Segment],
         writer: SegmentWriter,
         progress: ProgressCallback | None,
         cancelled: Callable[[], bool] | None,
     ) -> None:
-        scales = self.scales(voice, options)
-        speaker = voice.speaker_id(options.speaker)
+        scales = self.scales(voice, request.options)
+        speaker = voice.speaker_id(request.options.speaker)
         ahead = SEGMENTS_AHEAD_PER_BATCH * self.batcher.max_batch
         in_flight: deque[tuple[Segment, Future[np.ndarray]]] = deque()
-        upcoming = iter(segments)
+        count = _SegmentCount(len(request.text))
+
+        def fill() -> None:
+            while len(in_flight) < ahead and not count.exhausted:
+                segment = next(segments, None)
+                if segment is None:
+                    count.exhausted = True
+                    return
+                count.add(segment)
+                item = EngineItem(segment.phoneme_ids, speaker)
+                in_flight.append((segment, self.batcher.submit(voice, item, scales)))
+
         try:
-            for done in range(1, len(segments) + 1):
-                while len(in_flight) < ahead and (segment := next(upcoming, None)) is not None:
-                    item = EngineItem(segment.phoneme_ids, speaker)
-                    in_flight.append((segment, self.batcher.submit(voice, item, scales)))
+            fill()
+            done = 0
+            while in_flight:
                 segment, future = in_flight.popleft()
-                wave = future.result()
-                writer.append(wave, segment.text, segment.pause_after)
+                writer.append(future.result(), segment.text, segment.pause_after)
+                done += 1
+                fill()  # before reporting, so the last report knows the text is exhausted
                 if cancelled is not None and cancelled():
                     raise Cancelled("the job was cancelled")
                 if progress is not None:
-                    progress(Progress(done, len(segments), writer.duration))
+                    progress(Progress(done, count.total(), writer.duration))
         finally:
             for _, future in in_flight:
                 future.cancel()
+
+
+class _SegmentCount:
+    """How many segments a text has: exact once it is all segmented, estimated until then
+    from the characters segmented so far."""
+
+    def __init__(self, text_length: int) -> None:
+        self.text_length = text_length
+        self.made = 0
+        self.characters = 0
+        self.exhausted = False
+
+    def add(self, segment: Segment) -> None:
+        self.made += 1
+        self.characters += len(segment.text) + 1  # and the space or break after it
+
+    def total(self) -> int:
+        if self.exhausted or not self.characters:
+            return self.made
+        return max(self.made, round(self.made * self.text_length / self.characters))
