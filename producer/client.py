@@ -23,7 +23,7 @@ from ttsfarm.celeryconf import TASK_NAME, make_celery
 from ttsfarm.errors import BrokerUnavailable, Cancelled, JobNotFound, PermanentError, TtsfarmError
 from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, audio_key, new_job_id
 from ttsfarm.registry import JobRegistry, JobStatus
-from ttsfarm.settings import Settings
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage
 
 POLL_SECONDS: Final = 0.25
@@ -68,9 +68,7 @@ class Client:
         """A client for the farm named by ``TTSFARM_BROKER_URL`` (and ``configs/``)."""
         settings = settings or Settings.load()
         if not settings.broker_url:
-            raise PermanentError(
-                "no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
-            )
+            raise PermanentError(NO_BROKER_MESSAGE)
         return cls(settings.broker_url, settings.result_backend, settings)
 
     def _request(self, spec: JobSpec) -> JobRequest:

@@ -27,6 +27,9 @@ RESULT_EXPIRES_SECONDS: Final = 7 * 24 * 3600
 PUBLISH_RETRIES: Final = 2
 """Publishing retries when the broker is down, before the producer reports it (no hang)."""
 BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3
+BROKER_SOCKET_TIMEOUT_SECONDS: Final = 10
+PUBLISH_RETRY_INTERVALS: Final = {"interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
+"""Seconds before the first publish retry, added per retry, and at most: about 2 s in all."""
 RESTORE_SWEEP_SECONDS: Final = 10
 """How often a worker looks for jobs whose visibility timeout ran out (one cheap Redis query).
 A job of a worker that vanished comes back within visibility timeout + this."""
@@ -51,12 +54,7 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
         broker_connection_retry_on_startup=True,
         task_publish_retry=True,
-        task_publish_retry_policy={
-            "max_retries": PUBLISH_RETRIES,
-            "interval_start": 0.2,
-            "interval_step": 0.5,
-            "interval_max": 1.0,
-        },
+        task_publish_retry_policy={"max_retries": PUBLISH_RETRIES, **PUBLISH_RETRY_INTERVALS},
         task_default_queue=settings.queue,
         task_track_started=True,
         task_send_sent_event=True,
@@ -68,7 +66,7 @@ def make_celery(settings: Settings) -> Celery:
     app.conf.broker_transport_options.update(
         {
             "socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS,
-            "socket_timeout": 10,
+            "socket_timeout": BROKER_SOCKET_TIMEOUT_SECONDS,
             "unacked_restore_interval": min(
                 RESTORE_SWEEP_SECONDS, max(1, settings.visibility_timeout_seconds // 4)
             ),

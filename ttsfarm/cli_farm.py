@@ -14,7 +14,7 @@ from ttsfarm.cli import describe, main, options_from, voice_options
 from ttsfarm.errors import Cancelled, JobNotFound, PermanentError
 from ttsfarm.inputs import read_text_file
 from ttsfarm.jobs import JobRequest, audio_key, check_format, check_text
-from ttsfarm.settings import Settings
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
     from producer.client import Client
@@ -170,7 +170,7 @@ def worker(
 ) -> None:
     """Start a Celery worker for the farm (one per GPU), loading the model once."""
     if not settings.farm_mode:
-        raise PermanentError("no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+        raise PermanentError(NO_BROKER_MESSAGE)
     # The worker's app reads its settings from the environment when it is imported.
     if gpu is not None:
         os.environ["TTSFARM_GPU"] = str(gpu)

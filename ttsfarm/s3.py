@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHA256_METADATA: Final = "sha256"
+CONNECT_TIMEOUT_SECONDS: Final = 5
+READ_TIMEOUT_SECONDS: Final = 60
 BOTO_RETRIES: Final = 4
 """boto3's own retries (standard mode, with backoff) before an error reaches the task."""
 PERMANENT_CODES: Final = frozenset(
@@ -51,8 +53,8 @@ def make_client(endpoint_url: str | None, region: str | None) -> S3Client:
     """A boto3 S3 client; credentials come from the usual AWS places (env, files, roles)."""
     config = botocore.config.Config(
         retries={"max_attempts": BOTO_RETRIES, "mode": "standard"},
-        connect_timeout=5,
-        read_timeout=60,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
         signature_version="s3v4",
         s3={"addressing_style": "path" if endpoint_url else "auto"},
     )

@@ -18,6 +18,7 @@ from ttsfarm.errors import InvalidInput
 
 ENV_PREFIX: Final = "TTSFARM_"
 DEFAULT_CONFIG_PATH: Final = Path("configs") / "ttsfarm.toml"
+NO_BROKER_MESSAGE: Final = "no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
 
 
 @dataclass(frozen=True)
