@@ -55,3 +55,17 @@ def test_symbols_only_sentences_are_not_read_out(phonemizer: Phonemizer) -> None
     segments = list(Segmenter(phonemizer).segments(text))
     assert [s.text for s in segments] == ["Chapter one ends.", "Chapter two begins."]
     assert list(Segmenter(phonemizer).segments("... --- ...")) == []
+
+
+def test_sentence_splitting_is_safe_across_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from worker.text import split_sentences
+
+    texts = [
+        f"Job {n} starts here. It has a second sentence, number {n}. And a third." * 3 for n in range(40)
+    ]
+    expected = [split_sentences(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(5):
+            assert list(pool.map(split_sentences, texts)) == expected

@@ -27,7 +27,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _CLAUSE_END = re.compile(r"(?<=[,;:\u2013\u2014)])\s+")
-_SENTENCE_SPLITTER = pysbd.Segmenter(language="en", clean=False)
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,10 @@ def split_paragraphs(text: str) -> list[str]:
 
 
 def split_sentences(paragraph: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLITTER.segment(paragraph) if s.strip()]
+    # A new splitter per call: pysbd keeps the text being split on the instance, so one shared
+    # between job threads mixes their texts up. Making one costs under a microsecond.
+    splitter = pysbd.Segmenter(language="en", clean=False)
+    return [s.strip() for s in splitter.segment(paragraph) if s.strip()]
 
 
 def _split_clauses(text: str) -> list[str]:
