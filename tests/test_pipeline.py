@@ -102,7 +102,17 @@ def current_rss() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
 
 
-def test_fifty_thousand_characters_with_flat_memory(synthesizer: Synthesizer, tmp_path: Path) -> None:
+def test_fifty_thousand_characters_with_flat_memory(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """On the CPU default (one segment per run). With batches of 8 the pipeline is just as flat,
+    but onnxruntime's CPU memory pool keeps growing for a while as it meets new batch shapes
+    (to about 2-3 GB), which would hide what this test is about."""
+    from worker.batcher import Batcher
+
+    with Batcher(lambda v: engine, max_batch=1) as batcher:
+        _synthesize_long_text(Synthesizer(batcher), tmp_path)
+
+
+def _synthesize_long_text(synthesizer: Synthesizer, tmp_path: Path) -> None:
     base = EXAMPLE.read_text()
     text = ("\n\n".join([base] * 30))[:50_000]
     rss: list[int] = []
@@ -121,10 +131,9 @@ def test_fifty_thousand_characters_with_flat_memory(synthesizer: Synthesizer, tm
     assert result.duration > 1000  # over 16 minutes of speech
     # Holding the audio would take ~150 MB; the segments' phoneme ids alone take a few MB.
     assert peak < 0.12 * audio_bytes, f"Python peak {peak / 2**20:.0f} MiB"
-    # Flat: the runtime's memory pool grows until it has seen the largest batch shapes (bounded
-    # by max_batch and max_phoneme_ids), then stays; it does not grow with the audio written.
+    # Flat: memory in the second half of the job is no higher than in the first.
     early, late = max(rss[: len(rss) // 2]), max(rss[len(rss) // 2 :])
-    assert late - early < 64 * 2**20, f"RSS grew {(late - early) / 2**20:.0f} MiB in the second half"
+    assert late - early < 32 * 2**20, f"RSS grew {(late - early) / 2**20:.0f} MiB in the second half"
     with sf.SoundFile(result.location) as f:
         assert abs(f.frames / f.samplerate - result.duration) < 0.01
 
