@@ -20,7 +20,8 @@ from typing import Final
 
 from celery import Celery
 
-from ttsfarm.settings import Settings
+from ttsfarm.errors import PermanentError
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
 RESULT_EXPIRES_SECONDS: Final = 7 * 24 * 3600
@@ -38,7 +39,7 @@ A job of a worker that vanished comes back within visibility timeout + this."""
 def make_celery(settings: Settings) -> Celery:
     """A Celery app for these settings; the worker adds the task module to it."""
     if not settings.broker_url:
-        raise ValueError("make_celery needs a broker URL")
+        raise PermanentError(NO_BROKER_MESSAGE)
     app = Celery("ttsfarm", broker=settings.broker_url, backend=settings.backend_url)
     app.conf.update(
         task_serializer="json",

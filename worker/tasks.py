@@ -12,6 +12,7 @@ from ttsfarm.celeryconf import TASK_NAME
 from ttsfarm.errors import Cancelled, PermanentError, TransientError
 from ttsfarm.jobs import JobRequest
 from worker.app import app, resources
+from worker.engine import EngineOutOfMemory
 from worker.jobs import run_job
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,12 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         raise
     except PermanentError as error:
         registry.failed(job_id, str(error))
+        raise
+    except EngineOutOfMemory as error:  # after halving, single items and splitting: no retry helps
+        registry.failed(
+            job_id,
+            f"out of memory on one segment even after splitting it ({error}): lower TTSFARM_MAX_PHONEME_IDS",
+        )
         raise
     except Exception as error:
         log.exception("job %s failed", job_id)
