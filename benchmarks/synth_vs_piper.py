@@ -26,7 +26,7 @@ EXAMPLE = ROOT / "examples" / "ellery.txt"
 BATCH_LINE = re.compile(r"batches: (\d+), mean size ([\d.]+), padding ([\d.]+)%")
 
 
-def ttsfarm_cmd(text: Path, out: Path, max_batch: int) -> list[str]:
+def ttsfarm_cmd(text: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "ttsfarm", "synth", "-f", str(text), "-o", str(out)]
 
 
@@ -63,9 +63,7 @@ def main() -> None:
         for batch in args.max_batch:
             out = Path(folder) / f"ttsfarm-{batch}.wav"
             env = dict(os.environ, TTSFARM_MAX_BATCH=str(batch), TTSFARM_PROVIDER="cpu")
-            variants.append(
-                (f"ttsfarm synth (max_batch {batch})", ttsfarm_cmd(text_path, out, batch), env, out)
-            )
+            variants.append((f"ttsfarm synth (max_batch {batch})", ttsfarm_cmd(text_path, out), env, out))
         piper_out = Path(folder) / "piper.wav"
         variants.append(("python -m piper", piper_cmd(text_path, piper_out), None, piper_out))
         for _ in range(args.repeats):

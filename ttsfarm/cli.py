@@ -91,7 +91,6 @@ def synth(
     )
     check_writable(output)
     with local_synthesizer(settings) as synthesizer:
-        synthesizer.plan(request)  # bad voice or text fails before the model loads
         started = time.perf_counter()
         with ProgressBar("synth", disable=quiet) as bar:
             result = synthesizer.synthesize(

@@ -17,18 +17,27 @@ class _Progress(Protocol):
 
 
 class ProgressBar:
-    """A segment counter that also shows seconds of audio produced; feed it ``Progress``."""
+    """A segment counter that also shows seconds of audio produced; feed it ``Progress``.
+
+    The bar appears with the first progress, so a job that fails its checks prints its
+    one-line error and no empty bar."""
 
     def __init__(self, label: str, disable: bool = False) -> None:
-        self._bar = tqdm(desc=label, unit="seg", disable=disable, dynamic_ncols=True, leave=True)
+        self.label, self.disable = label, disable
+        self._bar: tqdm[Any] | None = None
 
     def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
 
     def update(self, progress: _Progress) -> None:
+        if self._bar is None:
+            self._bar = tqdm(
+                desc=self.label, unit="seg", disable=self.disable, dynamic_ncols=True, leave=True
+            )
         self._bar.total = progress.segments_total
         self._bar.n = progress.segments_done
         self._bar.set_postfix_str(f"{progress.audio_seconds:.0f} s audio", refresh=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -85,8 +86,12 @@ class JobRegistry:
         return f"{KEY_PREFIX}job:{job_id}"
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._reach(getattr(self._redis, method), *args, **kwargs)
+
+    def _reach(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one Redis command or pipeline, turning connection trouble into BrokerUnavailable."""
         try:
-            return getattr(self._redis, method)(*args, **kwargs)
+            return command(*args, **kwargs)
         except redis.exceptions.ConnectionError as error:
             raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
         except redis.exceptions.TimeoutError:
@@ -97,10 +102,7 @@ class JobRegistry:
         pipe = self._redis.pipeline()
         pipe.hset(self._key(job_id), mapping=mapping)
         pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
-        try:
-            pipe.execute()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-            raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
+        self._reach(pipe.execute)
 
     def claim_key(self, idempotency_key: str, job_id: str) -> str:
         """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.

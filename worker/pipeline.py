@@ -90,14 +90,9 @@ class Synthesizer:
         )
 
     def plan(self, request: JobRequest) -> tuple[Voice, list[Segment]]:
-        """Check the request and segment its text; raises before any synthesis starts."""
-        voice = self.voice(request.options.voice)
-        voice.speaker_id(request.options.speaker)
-        self.scales(voice, request.options)
-        segments = list(self.segmenter(voice).segments(request.text))
-        if not segments:
-            raise InvalidInput("the text has nothing to speak: it holds no words")
-        return voice, segments
+        """Check the request and segment all its text (to count it); no synthesis happens."""
+        voice, segments = self._stream(request)
+        return voice, list(segments)
 
     def synthesize(
         self,
