@@ -4,6 +4,7 @@
     python benchmarks/gpu_suite.py system  --out DIR   # end to end, piper --cuda, cold start, profile
     python benchmarks/gpu_suite.py final   --out DIR   # the default engine warmed up, end to end
     python benchmarks/gpu_suite.py reuse   --out DIR   # the same, shorter, after session reuse
+    python benchmarks/gpu_suite.py steady  --out DIR   # steady state, host-side variants
 
 ``engine`` writes its pick of the fastest variant to a state file that ``system`` reads, so run
 them one after the other on the same machine. ``--smoke`` runs a tiny version on the CPU.
@@ -29,7 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gpu_system  # this folder, beside this script
+import gpu_steady  # this folder, beside this script
+import gpu_system
 import numpy as np
 import onnxruntime as ort
 
@@ -249,7 +251,7 @@ def engine_part(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("part", choices=["engine", "system", "final", "reuse"])
+    parser.add_argument("part", choices=["engine", "system", "final", "reuse", "steady"])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     parser.add_argument("--budget", type=float, default=540.0, help="Seconds before sections are skipped.")
     parser.add_argument("--smoke", action="store_true", help="A tiny run on the CPU, to check the script.")
@@ -259,6 +261,8 @@ def main() -> None:
         engine_part(args)
     elif args.part == "final":
         gpu_system.final_part(args, CORPUS, Suite)
+    elif args.part == "steady":
+        gpu_steady.steady_part(args, CORPUS, Suite)
     elif args.part == "reuse":
         gpu_system.reuse_part(args, CORPUS, Suite)
     else:

@@ -153,3 +153,16 @@ def test_split_phoneme_ids_cuts_at_a_word_gap(voice: Voice, phonemizer: Phonemiz
     space = voice.phoneme_id_map[" "][0]
     assert left[-2] != space and right[2] != space
     assert len(left) + len(right) == len(ids) + 1  # lost the gap and its pad; gained EOS, BOS, pad
+
+
+def test_two_runners_give_every_item_its_own_audio(
+    engine: Engine, voice: Voice, phonemizer: Phonemizer
+) -> None:
+    alone = [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in TEXTS]
+    with Batcher(lambda v: engine, max_batch=3, max_wait=0.01, runners=2) as batcher:
+        got = submit_all(batcher, voice, phonemizer, TEXTS * 3)
+    assert batcher.stats.items == len(TEXTS) * 3
+    assert batcher.stats.batches >= len(TEXTS)  # max 3 per batch: both runners had work
+    for wave, reference in zip(got, alone * 3, strict=True):
+        assert len(wave) == len(reference)
+        assert np.allclose(wave, reference, atol=1e-3)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from tests.conftest import DETERMINISTIC
-from worker.engine import Engine, EngineItem, expose_durations
+from ttsfarm.voices import Voice
+from worker.engine import Engine, EngineItem, EngineOptions, expose_durations
 from worker.phonemes import Phonemizer
 
 SENTENCES = [
@@ -55,3 +58,18 @@ def test_expose_durations_is_idempotent(voice) -> None:  # type: ignore[no-untyp
     outputs = len(model.graph.output)
     assert expose_durations(model) == first
     assert len(model.graph.output) == outputs == 2
+
+
+def test_concurrent_runs_from_threads_match_serial_runs(voice: Voice, phonemizer: Phonemizer) -> None:
+    engine = Engine(voice, EngineOptions(provider="cpu", concurrent_runs=2, cpu_threads=1))
+    texts = [f"Thread {n} reads a sentence of its own." for n in range(6)]
+    serial = [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in texts]
+
+    def one(text: str) -> np.ndarray:
+        return engine.run([EngineItem(phonemizer.ids(text))], DETERMINISTIC)[0]
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        threaded = list(pool.map(one, texts))
+    for a, b in zip(serial, threaded, strict=True):
+        assert len(a) == len(b)
+        assert np.allclose(a, b, atol=1e-4)

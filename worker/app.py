@@ -45,6 +45,7 @@ class WorkerResources:
         with self._lock:
             if self._synthesizer is None:
                 self._synthesizer = build_synthesizer(self.settings)
+                self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))
                 log.info("engine ready on %s (warm-up %.2f s)", engine.provider, engine.warmup_seconds)
             return self._synthesizer

@@ -1,4 +1,4 @@
-"""Audio assembly: segments written in order to a temp file, joined by pauses, then encoded."""
+"""Audio assembly: segments encoded in order into a temp file as they come, joined by pauses."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
 FADE_SECONDS: Final = 0.004
 """Raised-cosine fade at both ends of every segment, so no join can click."""
-ENCODE_BLOCK_FRAMES: Final = 1 << 16
-"""Frames copied per step when encoding, so memory stays flat for any length."""
 PEAK_LIMIT: Final = 0.98
 """Samples are clipped here: a VITS voice can overshoot full scale by a hair."""
 
@@ -30,14 +28,19 @@ def fade_edges(wave: np.ndarray, sample_rate: int) -> np.ndarray:
 
 
 class SegmentWriter:
-    """Appends segments and pauses to a float WAV on disk and records where each one sits."""
+    """Encodes segments and pauses into an audio file as they arrive, and records where each
+    one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
+    the end, and the file on disk only ever holds the encoded audio."""
 
-    def __init__(self, path: Path, sample_rate: int) -> None:
+    def __init__(self, path: Path, sample_rate: int, audio_format: str = "wav") -> None:
         self.path = path
         self.sample_rate = sample_rate
         self.frames = 0
         self.timings: list[SegmentTiming] = []
-        self._file = sf.SoundFile(path, "w", samplerate=sample_rate, channels=1, subtype="FLOAT")
+        container, subtype = AUDIO_FORMATS[audio_format]
+        self._file = sf.SoundFile(
+            path, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
+        )
 
     def append(self, wave: np.ndarray, text: str, pause_after: float) -> SegmentTiming:
         start = self.frames
@@ -57,16 +60,3 @@ class SegmentWriter:
 
     def close(self) -> None:
         self._file.close()
-
-
-def encode(source: Path, target: Path, audio_format: str) -> None:
-    """Encode a WAV file into ``audio_format`` block by block."""
-    container, subtype = AUDIO_FORMATS[audio_format]
-    with (
-        sf.SoundFile(source) as src,
-        sf.SoundFile(
-            target, "w", samplerate=src.samplerate, channels=src.channels, format=container, subtype=subtype
-        ) as dst,
-    ):
-        for block in src.blocks(blocksize=ENCODE_BLOCK_FRAMES, dtype="float32"):
-            dst.write(block)

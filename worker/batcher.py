@@ -1,9 +1,11 @@
 """The dynamic batcher: the one caller of the engines in a worker process.
 
-Jobs submit segments from any thread and get a future back. One thread forms batches
-whenever the engine is free: up to ``max_batch`` items that share voice and scales, waiting
-at most ``max_wait`` seconds after the oldest item arrived for more to come, and picking
-items of similar length so that little padding is computed.
+Jobs submit segments from any thread and get a future back. Runner threads form batches
+and run them: up to ``max_batch`` items that share voice and scales, waiting at most
+``max_wait`` seconds after the oldest item arrived for more to come, and picking items of
+similar length so that little padding is computed. With two runners one batch is formed,
+padded and handed out while the other runs, so the GPU does not wait on the host between
+batches (``Engine`` decides how many of their runs may be on the device at once).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class _Pending:
 
 @dataclass
 class BatcherStats:
-    """What the batcher has done so far."""
+    """What the batcher has done so far; ``busy_seconds`` is the time at least one batch ran."""
 
     batches: int = 0
     items: int = 0
@@ -64,13 +66,34 @@ class BatcherStats:
         """Share of computed phoneme positions that were padding."""
         return 1.0 - self.real_ids / self.padded_ids if self.padded_ids else 0.0
 
-    def record(self, lengths: Sequence[int], seconds: float) -> None:
+    def record(self, lengths: Sequence[int]) -> None:
         self.batches += 1
         self.items += len(lengths)
         self.real_ids += sum(lengths)
         self.padded_ids += max(lengths) * len(lengths)
-        self.busy_seconds += seconds
         self.batch_sizes.append(len(lengths))
+
+
+class _BusyClock:
+    """Wall time during which at least one engine run was in progress."""
+
+    def __init__(self, stats: BatcherStats) -> None:
+        self._stats = stats
+        self._lock = threading.Lock()
+        self._running = 0
+        self._since = 0.0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._since = time.perf_counter()
+            self._running += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                self._stats.busy_seconds += time.perf_counter() - self._since
 
 
 class Batcher:
@@ -83,21 +106,32 @@ class Batcher:
         max_wait: float = DEFAULT_MAX_WAIT,
         max_padded_ids: int | None = None,
         max_padding_ratio: float = DEFAULT_MAX_PADDING_RATIO,
+        runners: int = 1,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
+        if runners < 1:
+            raise ValueError("runners must be at least 1")
         self.max_batch = max_batch
         self.max_wait = max_wait
         self.max_padded_ids = max_padded_ids
         self.max_padding_ratio = max_padding_ratio
+        self.runners = runners
         self.stats = BatcherStats()
+        self._busy = _BusyClock(self.stats)
+        self._stats_lock = threading.Lock()
         self._load_engine = load_engine
         self._engines: dict[str, Engine] = {}
+        self._engines_lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._cond = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="ttsfarm-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"ttsfarm-batcher-{n}", daemon=True)
+            for n in range(runners)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def __enter__(self) -> Batcher:
         return self
@@ -113,10 +147,11 @@ class Batcher:
     def engine(self, voice: Voice) -> Engine:
         """The engine of ``voice``, loaded on first use and kept for the process."""
         key = str(voice.model_path)  # two voices may share a name, never a model file
-        engine = self._engines.get(key)
-        if engine is None:
-            engine = self._engines[key] = self._load_engine(voice)
-        return engine
+        with self._engines_lock:
+            engine = self._engines.get(key)
+            if engine is None:
+                engine = self._engines[key] = self._load_engine(voice)
+            return engine
 
     def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
         """Queue one utterance; the future holds its waveform (float32, trimmed)."""
@@ -133,8 +168,9 @@ class Batcher:
         """Stop the batching thread; whatever still waits fails."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
-        self._thread.join()
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join()
         for pending in self._pending:
             pending.future.cancel()
         self._pending.clear()
@@ -156,23 +192,25 @@ class Batcher:
                         pending.future.set_exception(error)
 
     def _next_batch(self) -> list[_Pending] | None:
+        """The next batch to run, or None once closed. Any runner may take the items another
+        one was waiting on, so the oldest item is looked up again after every wait."""
         with self._cond:
-            while not self._pending and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            oldest = self._pending[0]
-            deadline = oldest.enqueued_at + self.max_wait
             while not self._closed:
-                remaining = deadline - time.monotonic()
+                if not self._pending:
+                    self._cond.wait()
+                    continue
+                oldest = self._pending[0]
+                remaining = oldest.enqueued_at + self.max_wait - time.monotonic()
                 ready = sum(1 for p in self._pending if p.key == oldest.key)
                 if ready >= self.max_batch or remaining <= 0:
-                    break
+                    batch = self._choose(oldest)
+                    chosen = {id(p) for p in batch}
+                    self._pending = [p for p in self._pending if id(p) not in chosen]
+                    if self._pending:
+                        self._cond.notify()  # another runner may form the next batch now
+                    return batch
                 self._cond.wait(remaining)
-            batch = self._choose(oldest)
-            chosen = {id(p) for p in batch}
-            self._pending = [p for p in self._pending if id(p) not in chosen]
-            return batch
+            return None
 
     def _choose(self, oldest: _Pending) -> list[_Pending]:
         """The oldest item and up to ``max_batch - 1`` compatible ones closest to it in length."""
@@ -210,8 +248,8 @@ class Batcher:
         voice, scales = batch[0].voice, batch[0].key[1]
         try:
             engine = self.engine(voice)
-            started = time.perf_counter()
-            waves = engine.run([p.item for p in batch], scales)
+            with self._busy:
+                waves = engine.run([p.item for p in batch], scales)
         except EngineOutOfMemory:
             self._after_out_of_memory(batch, halvings)
             return
@@ -223,7 +261,8 @@ class Batcher:
                 log.exception("synthesis failed for one segment")
                 batch[0].future.set_exception(error)
             return
-        self.stats.record([len(p.item.phoneme_ids) for p in batch], time.perf_counter() - started)
+        with self._stats_lock:
+            self.stats.record([len(p.item.phoneme_ids) for p in batch])
         log.debug("batch of %d on %s", len(batch), engine.provider)
         for pending, wave in zip(batch, waves, strict=True):
             pending.future.set_result(wave)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -137,6 +138,29 @@ def mixed_batches(items: Sequence[EngineItem], batch: int, count: int) -> list[l
 
 def ceiling_batches(items: Sequence[EngineItem], batch: int, count: int) -> list[list[EngineItem]]:
     return [[item] * batch for item in cycle(items, count)]
+
+
+def concurrent_ceiling(
+    engine: Engine, items: Sequence[EngineItem], batch: int, count: int, threads: int
+) -> Timing:
+    """The ceiling series split over ``threads`` threads calling the engine at once (as the
+    batcher's runners do); throughput is over wall time, latency per batch as each thread saw it."""
+    batches = ceiling_batches(items, batch, count)
+    shares = [batches[n::threads] for n in range(threads)]
+    scales = engine.default_scales()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        timings = list(pool.map(lambda share: time_batches(engine, share, scales), shares))
+    wall = time.perf_counter() - started
+    return Timing(
+        batches=len(batches),
+        items=sum(t.items for t in timings),
+        audio_seconds=sum(t.audio_seconds for t in timings),
+        busy_seconds=wall,
+        p50_ms=float(np.median([t.p50_ms for t in timings])),
+        p99_ms=max(t.p99_ms for t in timings),
+        padding=0.0,
+    )
 
 
 def run_batcher(

@@ -12,6 +12,7 @@ fp32 session and no bucket padding. ``docs/benchmarks.md`` has the measurements 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -122,6 +123,9 @@ class EngineOptions:
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None
     """Write onnxruntime's per-node profile to files starting with this (see :meth:`Engine.end_profiling`)."""
+    concurrent_runs: int = 1
+    """Session runs allowed at once (from different threads). With more than one, one run's
+    host-side work (CPU nodes, copies, synchronisation) overlaps another's kernels."""
 
 
 class EngineOutOfMemory(RuntimeError):
@@ -152,7 +156,8 @@ def filler_ids(voice: Voice, length: int) -> list[int]:
 
 
 class Engine:
-    """Owns the ONNX sessions of one voice. Not thread-safe: the batcher is its only caller."""
+    """Owns the ONNX sessions of one voice. :meth:`run` may be called from several threads;
+    at most ``options.concurrent_runs`` session runs go at once."""
 
     def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
         self.voice = voice
@@ -182,6 +187,9 @@ class Engine:
             options.cpu_threads, self._shared_arena, options.profile_prefix
         )
         self._sessions: OrderedDict[Bucket | None, ort.InferenceSession] = OrderedDict()
+        self._sessions_lock = threading.RLock()
+        """Guards the sessions, their buckets and the counters (runs themselves go unlocked)."""
+        self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
         first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
         self._input_names = {i.name for i in first.get_inputs()}
         self.provider: str = first.get_providers()[0]
@@ -191,6 +199,10 @@ class Engine:
             started = time.perf_counter()
             self.run([EngineItem(warmup_ids(voice))], self.default_scales())
             self.warmup_seconds = time.perf_counter() - started
+
+    def limit_runs(self, runs: int) -> None:
+        """Allow ``runs`` session runs at once from now on; call it while none is running."""
+        self._run_slots = threading.BoundedSemaphore(max(runs, 1))
 
     @property
     def on_gpu(self) -> bool:
@@ -248,21 +260,28 @@ class Engine:
         if bucket is not None:
             feeds[MIN_FRAMES_INPUT] = np.array(bucket.frames, dtype=np.int64)
         self.last_bucket = bucket
+        session = self._session(bucket)
         try:
-            audio, durations = self._execute(self._session(bucket), feeds)
+            audio, durations = self._execute(session, feeds)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
-            if not self._model or bucket in self._fp32_buckets:
+            if not self._model:
                 raise
-            log.warning("no fp16 plan for %s, it runs fp32: %s", bucket, str(error).splitlines()[0][:200])
-            self._fp32_buckets.add(bucket)
-            self.precision_fallbacks += 1
-            self._sessions.pop(bucket, None)
+            with self._sessions_lock:
+                if bucket in self._fp32_buckets and self._sessions.get(bucket) is session:
+                    raise  # the fp32 session itself failed
+                if bucket not in self._fp32_buckets:
+                    first_line = str(error).splitlines()[0][:200]
+                    log.warning("no fp16 plan for %s, it runs fp32: %s", bucket, first_line)
+                    self._fp32_buckets.add(bucket)
+                    self.precision_fallbacks += 1
+                    self._sessions.pop(bucket, None)
             audio, durations = self._execute(self._session(bucket), feeds)
         audio = audio.reshape(rows, -1)
         if bucket is not None and audio.shape[1] > bucket.frames * self.voice.hop_length:
-            self.frame_overflows += 1
+            with self._sessions_lock:
+                self.frame_overflows += 1
         samples = durations.reshape(rows, -1).sum(axis=1).astype(np.int64)
         samples *= self.voice.hop_length
         return [audio[row, : samples[row]].copy() for row in range(len(items))]
@@ -278,18 +297,24 @@ class Engine:
         if not self.buckets:
             return None
         wanted = bucket_for(rows, longest, length_scale)
-        if wanted in self._sessions:
-            return wanted
-        larger = [
-            bucket
-            for bucket in self._sessions
-            if bucket is not None
-            and (bucket.ids, bucket.frames) == (wanted.ids, wanted.frames)
-            and bucket.rows > wanted.rows
-        ]
+        with self._sessions_lock:
+            if wanted in self._sessions:
+                return wanted
+            larger = [
+                bucket
+                for bucket in self._sessions
+                if bucket is not None
+                and (bucket.ids, bucket.frames) == (wanted.ids, wanted.frames)
+                and bucket.rows > wanted.rows
+            ]
         return min(larger, key=lambda bucket: bucket.rows) if larger else wanted
 
     def _session(self, bucket: Bucket | None) -> ort.InferenceSession:
+        """The bucket's session, built on first use (another runner needing a session waits)."""
+        with self._sessions_lock:
+            return self._session_locked(bucket)
+
+    def _session_locked(self, bucket: Bucket | None) -> ort.InferenceSession:
         session = self._sessions.get(bucket)
         if session is not None:
             self._sessions.move_to_end(bucket)
@@ -317,6 +342,10 @@ class Engine:
         return session
 
     def _execute(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with self._run_slots:
+            return self._execute_now(session, feeds)
+
+    def _execute_now(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if not (self.options.io_binding and self.on_gpu):
             return list(session.run(["output", self._durations_name], feeds))
         binding = session.io_binding()

@@ -7,13 +7,17 @@ fixed shape buckets anyway). On a CPU a batch is no faster per item than single 
 any padding is lost work (batch 8 ran 8-10% slower than batch 1, batch 8 with under 2%
 padding 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
 batch anyway (at most 15% padding then).
+
+On a GPU two runner threads form and run batches, two engine runs may be on the device at
+once, and text is segmented by a pool of processes, so that the host keeps the GPU fed; on a
+CPU all three stay at their simplest (one runner, one run, the job's own thread).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, cast
 
 from ttsfarm.errors import InvalidInput
@@ -21,12 +25,16 @@ from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 from worker.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
 from worker.engine import Engine, EngineOptions, Precision, Provider
+from worker.frontend import TextFrontend
 from worker.pipeline import Synthesizer
-from worker.sessions import wants_cuda
+from worker.sessions import cpu_count, wants_cuda
 
 GPU_MAX_BATCH: Final = 32
 CPU_MAX_BATCH: Final = 1
 GPU_MAX_PADDED_IDS: Final = 16_384
+GPU_RUNNERS: Final = 2
+GPU_CONCURRENT_RUNS: Final = 2
+GPU_TEXT_PROCESSES: Final = 4
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 
 
@@ -37,16 +45,30 @@ class BatchPolicy:
     max_batch: int
     max_padded_ids: int | None
     max_padding_ratio: float
+    runners: int = 1
+    concurrent_runs: int = 1
+    text_processes: int = 0
 
     @classmethod
     def for_settings(cls, settings: Settings, on_gpu: bool) -> BatchPolicy:
         """Each limit from the settings where set, else this device's default."""
         if on_gpu:
-            defaults = cls(GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0)
+            text_processes = max(1, min(GPU_TEXT_PROCESSES, cpu_count() - 1))
+            defaults = cls(
+                GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0, GPU_RUNNERS, GPU_CONCURRENT_RUNS, text_processes
+            )
         else:
             defaults = cls(CPU_MAX_BATCH, None, DEFAULT_MAX_PADDING_RATIO)
-        if settings.max_batch is not None and settings.max_batch < 1:
-            raise InvalidInput(f"TTSFARM_MAX_BATCH must be at least 1, not {settings.max_batch}")
+        for name in ("max_batch", "batch_runners", "concurrent_runs"):
+            value = getattr(settings, name)
+            if value is not None and value < 1:
+                raise InvalidInput(f"TTSFARM_{name.upper()} must be at least 1, not {value}")
+        if settings.text_processes is not None and settings.text_processes < 0:
+            raise InvalidInput(f"TTSFARM_TEXT_PROCESSES must be 0 or more, not {settings.text_processes}")
+
+        def pick(value: int | None, default: int) -> int:
+            return default if value is None else value
+
         return cls(
             max_batch=defaults.max_batch if settings.max_batch is None else settings.max_batch,
             max_padded_ids=defaults.max_padded_ids
@@ -55,6 +77,9 @@ class BatchPolicy:
             max_padding_ratio=defaults.max_padding_ratio
             if settings.max_padding_ratio is None
             else settings.max_padding_ratio,
+            runners=pick(settings.batch_runners, defaults.runners),
+            concurrent_runs=pick(settings.concurrent_runs, defaults.concurrent_runs),
+            text_processes=pick(settings.text_processes, defaults.text_processes),
         )
 
 
@@ -77,6 +102,7 @@ def engine_options(settings: Settings) -> EngineOptions:
 def build_synthesizer(settings: Settings) -> Synthesizer:
     options = engine_options(settings)
     policy = BatchPolicy.for_settings(settings, wants_cuda(options.provider))
+    options = replace(options, concurrent_runs=policy.concurrent_runs)
 
     def load_engine(voice: Voice) -> Engine:
         engine = Engine(voice, options)
@@ -90,13 +116,10 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
         max_wait=settings.max_wait_ms / 1000,
         max_padded_ids=policy.max_padded_ids,
         max_padding_ratio=policy.max_padding_ratio,
+        runners=policy.runners,
     )
-    return Synthesizer(
-        batcher,
-        max_phoneme_ids=settings.max_phoneme_ids,
-        voices_dir=settings.voices_dir,
-        temp_dir=settings.temp_dir,
-    )
+    frontend = TextFrontend(settings.max_phoneme_ids, policy.text_processes)
+    return Synthesizer(batcher, frontend, voices_dir=settings.voices_dir, temp_dir=settings.temp_dir)
 
 
 @contextmanager
@@ -105,4 +128,4 @@ def local_synthesizer(settings: Settings) -> Iterator[Synthesizer]:
     try:
         yield synthesizer
     finally:
-        synthesizer.batcher.close()
+        synthesizer.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import tempfile
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -20,11 +19,11 @@ from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
 from ttsfarm.voices import Voice, resolve_voice
-from worker.audio import SegmentWriter, encode
+from worker.audio import SegmentWriter
 from worker.batcher import Batcher
 from worker.engine import EngineItem, Scales
-from worker.phonemes import Phonemizer
-from worker.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter
+from worker.frontend import TextFrontend
+from worker.text import Segment
 
 log = logging.getLogger(__name__)
 
@@ -56,26 +55,22 @@ class Synthesizer:
     def __init__(
         self,
         batcher: Batcher,
-        max_phoneme_ids: int = DEFAULT_MAX_PHONEME_IDS,
+        frontend: TextFrontend | None = None,
         voices_dir: str | None = None,
         temp_dir: str | None = None,
     ) -> None:
         self.batcher = batcher
-        self.max_phoneme_ids = max_phoneme_ids
+        self.frontend = frontend or TextFrontend()
         self.voices_dir = voices_dir
         self.temp_dir = temp_dir
-        self._segmenters: dict[str, Segmenter] = {}
-        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the batcher and the text processes; jobs still running fail."""
+        self.batcher.close()
+        self.frontend.close()
 
     def voice(self, name_or_path: str) -> Voice:
         return resolve_voice(name_or_path, self.voices_dir)
-
-    def segmenter(self, voice: Voice) -> Segmenter:
-        key = str(voice.model_path)
-        with self._lock:
-            if key not in self._segmenters:
-                self._segmenters[key] = Segmenter(Phonemizer(voice), self.max_phoneme_ids)
-            return self._segmenters[key]
 
     def scales(self, voice: Voice, options: SynthesisOptions) -> Scales:
         def pick(value: float | None, default: float) -> float:
@@ -108,15 +103,12 @@ class Synthesizer:
         wait for the whole text to be phonemized."""
         voice, segments = self._stream(request)
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=self.temp_dir) as folder:
-            raw = Path(folder) / "segments.wav"
-            writer = SegmentWriter(raw, voice.sample_rate)
+            encoded = Path(folder) / f"speech.{request.format}"
+            writer = SegmentWriter(encoded, voice.sample_rate, request.format)
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
-            encoded = Path(folder) / f"speech.{request.format}"
-            encode(raw, encoded, request.format)
-            raw.unlink()
             digest = sha256_file(encoded)
             size = encoded.stat().st_size
             if cancelled is not None and cancelled():
@@ -141,7 +133,7 @@ class Synthesizer:
         voice = self.voice(request.options.voice)
         voice.speaker_id(request.options.speaker)
         self.scales(voice, request.options)
-        segments = self.segmenter(voice).segments(request.text)
+        segments = self.frontend.segments(voice, request.text)
         first = next(segments, None)
         if first is None:
             raise InvalidInput("the text has nothing to speak: it holds no words")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -99,7 +99,11 @@ class Segmenter:
     def segments(self, text: str) -> Iterator[Segment]:
         """Ordered segments of ``text``. Sentences without a letter or digit (``* * *``,
         ``...``) are not read out: espeak would spell the symbols."""
-        paragraphs = split_paragraphs(normalize(text))
+        return self.paragraph_segments(split_paragraphs(normalize(text)), ends_text=True)
+
+    def paragraph_segments(self, paragraphs: Sequence[str], ends_text: bool) -> Iterator[Segment]:
+        """Segments of normalised paragraphs, numbered from 0; ``ends_text`` says whether the
+        last of them ends the text (no pause after it) or more paragraphs follow."""
         index = 0
         for p_number, paragraph in enumerate(paragraphs):
             sentences = [s for s in split_sentences(paragraph) if any(c.isalnum() for c in s)]
@@ -107,7 +111,7 @@ class Segmenter:
                 pieces = self._fit(sentence, 0)
                 last_sentence = s_number == len(sentences) - 1
                 end_pause = PAUSE_PARAGRAPH if last_sentence else PAUSE_SENTENCE
-                if last_sentence and p_number == len(paragraphs) - 1:
+                if last_sentence and ends_text and p_number == len(paragraphs) - 1:
                     end_pause = 0.0
                 for n, piece in enumerate(pieces):
                     if self.phonemizer.is_silent(piece.ids):

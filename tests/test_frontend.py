@@ -1,0 +1,56 @@
+"""The text front end: segments made in a pool of processes match those made in the job's thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from ttsfarm.errors import TransientError
+from ttsfarm.voices import Voice
+from worker.frontend import TextFrontend, chunk_paragraphs
+from worker.text import PAUSE_PARAGRAPH
+
+SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.txt"
+
+
+def test_chunks_keep_every_paragraph_in_order() -> None:
+    paragraphs = [f"p{n} " + "x" * (n * 37 % 900) for n in range(40)]
+    chunks = list(chunk_paragraphs(paragraphs, size=1_000))
+    assert [p for chunk in chunks for p in chunk] == paragraphs
+    assert all(sum(map(len, chunk)) >= 1_000 for chunk in chunks[:-1])
+    assert len(chunks) > 5
+
+
+def test_pool_segments_equal_in_thread_segments(voice: Voice) -> None:
+    text = SAMPLE.read_text(encoding="utf-8")
+    with TextFrontend() as in_thread, TextFrontend(processes=2) as pooled:
+        expected = list(in_thread.segments(voice, text))
+        got = list(pooled.segments(voice, text))
+    assert len({segment.text for segment in got}) > 40  # several chunks of the pool, not one
+    assert got == expected
+    assert [segment.index for segment in got] == list(range(len(got)))
+    assert got[-1].pause_after == 0.0
+    assert PAUSE_PARAGRAPH in {segment.pause_after for segment in got}
+
+
+def test_pool_with_nothing_to_speak(voice: Voice) -> None:
+    with TextFrontend(processes=1) as pooled:
+        assert list(pooled.segments(voice, "* * *\n\n...")) == []
+
+
+def test_a_killed_text_process_fails_one_job_as_transient_then_the_pool_recovers(voice: Voice) -> None:
+    with TextFrontend(processes=1) as pooled:
+        pooled.start()
+        pool = pooled._pool
+        assert pool is not None
+        for pid in list(pool._processes):  # the outer edge: the OS kills the process
+            os.kill(pid, signal.SIGKILL)
+        with pytest.raises(TransientError, match="text process stopped"):
+            list(pooled.segments(voice, "One sentence. Another one."))
+        assert [s.text for s in pooled.segments(voice, "One sentence. Another one.")] == [
+            "One sentence.",
+            "Another one.",
+        ]
