@@ -87,8 +87,8 @@ def e2e(
     }
 
 
-def ceiling(engine: Engine, items: list[Any], batch: int, count: int) -> dict[str, Any]:
-    timing = concurrent_ceiling(engine, items, batch, count, threads=2)
+def ceiling(engine: Engine, items: list[Any], batch: int, count: int, threads: int = 2) -> dict[str, Any]:
+    timing = concurrent_ceiling(engine, items, batch, count, threads)
     return {**dataclasses.asdict(timing), "audio_per_second": timing.audio_per_second}
 
 
@@ -143,3 +143,40 @@ def steady_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None
     suite.section("counters", 0, lambda: {name: getattr(engine, field) for name, field in counters.items()})
     for frontend in frontends.values():
         frontend.close()
+
+
+def confirm_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
+    """Rounds of the full-corpus ceiling (every segment once, as identical-length batches, with
+    1, 2 and 3 runs at once) against end to end with 2 and 3 runners, at batch 8 and 32."""
+    suite = suite_type(args.out, "confirm", args.budget)
+    smoke = args.smoke
+    text = corpus.read_text(encoding="utf-8")
+    voice = resolve_voice("joe")
+    items = corpus_items(voice, text[:1500] if smoke else text)
+    texts = rotated_texts(text[:1500] if smoke else text, 4 if smoke else JOBS)
+    sizes = [1, 2] if smoke else [8, 32]
+    engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
+    suite.section("prepare", 10, lambda: {"runs": engine.prepare(sizes), "sessions": engine.sessions_built})
+    frontends = {4: TextFrontend(processes=2 if smoke else 4)}
+    frontends[4].start()
+    for batch in sizes:  # warm-up: the sessions and plans every pass below needs
+        engine.limit_runs(2)
+        ceiling(engine, items, batch, len(items), threads=2)
+    suite.section("e2e warm-up", 20, lambda: e2e(engine, frontends, DEFAULT, sizes[-1], texts[:8]))
+    three = HostSide(runners=3, runs=3, text_processes=4)
+    for round_ in range(1, (2 if smoke else 3) + 1):
+        for batch in sizes:
+            for threads in (1, 2, 3):
+                engine.limit_runs(threads)
+                suite.section(
+                    f"round {round_} ceiling b{batch}, {threads} at once",
+                    15,
+                    lambda b=batch, t=threads: ceiling(engine, items, b, len(items), t),
+                )
+            for host in (DEFAULT, three):
+                suite.section(
+                    f"round {round_} e2e b{batch}: {host.label}",
+                    30,
+                    lambda h=host, b=batch: e2e(engine, frontends, h, b, texts),
+                )
+    frontends[4].close()

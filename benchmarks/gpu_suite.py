@@ -5,6 +5,7 @@
     python benchmarks/gpu_suite.py final   --out DIR   # the default engine warmed up, end to end
     python benchmarks/gpu_suite.py reuse   --out DIR   # the same, shorter, after session reuse
     python benchmarks/gpu_suite.py steady  --out DIR   # steady state, host-side variants
+    python benchmarks/gpu_suite.py confirm --out DIR   # rounds: full-corpus ceiling vs end to end
 
 ``engine`` writes its pick of the fastest variant to a state file that ``system`` reads, so run
 them one after the other on the same machine. ``--smoke`` runs a tiny version on the CPU.
@@ -251,7 +252,7 @@ def engine_part(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("part", choices=["engine", "system", "final", "reuse", "steady"])
+    parser.add_argument("part", choices=["engine", "system", "final", "reuse", "steady", "confirm"])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     parser.add_argument("--budget", type=float, default=540.0, help="Seconds before sections are skipped.")
     parser.add_argument("--smoke", action="store_true", help="A tiny run on the CPU, to check the script.")
@@ -261,6 +262,8 @@ def main() -> None:
         engine_part(args)
     elif args.part == "final":
         gpu_system.final_part(args, CORPUS, Suite)
+    elif args.part == "confirm":
+        gpu_steady.confirm_part(args, CORPUS, Suite)
     elif args.part == "steady":
         gpu_steady.steady_part(args, CORPUS, Suite)
     elif args.part == "reuse":
