@@ -48,8 +48,13 @@ class HostSide:
 
 BEFORE = HostSide(runners=1, runs=1, text_processes=0)
 """The pipeline as it was: one batching thread, text segmented in the job threads."""
-DEFAULT = HostSide(runners=2, runs=2, text_processes=4)
-"""The GPU defaults of ``worker/local.py``."""
+DEFAULT = HostSide(runners=3, runs=3, text_processes=4)
+"""The GPU defaults of ``worker/local.py`` (runs 5 and 6 had 2 runners and 2 runs at once)."""
+CONFIRM_RUNS = (3, 4)
+"""Runs at once compared by ``confirm`` (run 6 compared 1, 2 and 3)."""
+CONFIRM_JOBS = 128
+CEILING_PASSES = 3
+"""``confirm`` runs every corpus segment this many times per ceiling figure."""
 
 
 def e2e(
@@ -146,14 +151,14 @@ def steady_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None
 
 
 def confirm_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
-    """Rounds of the full-corpus ceiling (every segment once, as identical-length batches, with
-    1, 2 and 3 runs at once) against end to end with 2 and 3 runners, at batch 8 and 32."""
+    """Rounds of the full-corpus ceiling (every segment as identical-length batches, several
+    runs at once) against end to end with as many runners and runs, at batch 8 and 32."""
     suite = suite_type(args.out, "confirm", args.budget)
     smoke = args.smoke
     text = corpus.read_text(encoding="utf-8")
     voice = resolve_voice("joe")
     items = corpus_items(voice, text[:1500] if smoke else text)
-    texts = rotated_texts(text[:1500] if smoke else text, 4 if smoke else JOBS)
+    texts = rotated_texts(text[:1500] if smoke else text, 4 if smoke else CONFIRM_JOBS)
     sizes = [1, 2] if smoke else [8, 32]
     engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
     suite.section("prepare", 10, lambda: {"runs": engine.prepare(sizes), "sessions": engine.sessions_built})
@@ -163,17 +168,17 @@ def confirm_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> Non
         engine.limit_runs(2)
         ceiling(engine, items, batch, len(items), threads=2)
     suite.section("e2e warm-up", 20, lambda: e2e(engine, frontends, DEFAULT, sizes[-1], texts[:8]))
-    three = HostSide(runners=3, runs=3, text_processes=4)
-    for round_ in range(1, (2 if smoke else 3) + 1):
+    count = len(items) * (1 if smoke else CEILING_PASSES)
+    for round_ in range(1, 3):
         for batch in sizes:
-            for threads in (1, 2, 3):
-                engine.limit_runs(threads)
+            for runs in CONFIRM_RUNS:
+                engine.limit_runs(runs)
                 suite.section(
-                    f"round {round_} ceiling b{batch}, {threads} at once",
+                    f"round {round_} ceiling b{batch}, {runs} at once",
                     15,
-                    lambda b=batch, t=threads: ceiling(engine, items, b, len(items), t),
+                    lambda b=batch, t=runs: ceiling(engine, items, b, count, t),
                 )
-            for host in (DEFAULT, three):
+                host = HostSide(runners=runs, runs=runs, text_processes=4)
                 suite.section(
                     f"round {round_} e2e b{batch}: {host.label}",
                     30,

@@ -8,8 +8,8 @@ any padding is lost work (batch 8 ran 8-10% slower than batch 1, batch 8 with un
 padding 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
 batch anyway (at most 15% padding then).
 
-On a GPU two runner threads form and run batches, two engine runs may be on the device at
-once, and text is segmented by a pool of processes, so that the host keeps the GPU fed; on a
+On a GPU three runner threads form and run batches, three engine runs may be on the device
+at once, and text is segmented by a pool of processes, so that the host keeps the GPU fed; on a
 CPU all three stay at their simplest (one runner, one run, the job's own thread).
 """
 
@@ -32,8 +32,8 @@ from worker.sessions import cpu_count, wants_cuda
 GPU_MAX_BATCH: Final = 32
 CPU_MAX_BATCH: Final = 1
 GPU_MAX_PADDED_IDS: Final = 16_384
-GPU_RUNNERS: Final = 2
-GPU_CONCURRENT_RUNS: Final = 2
+GPU_RUNNERS: Final = 3
+GPU_CONCURRENT_RUNS: Final = 3
 GPU_TEXT_PROCESSES: Final = 4
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 
