@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import soundfile as sf
 
 from ttsfarm.errors import InvalidInput
+from ttsfarm.jobs import JobRequest
 from ttsfarm.settings import Settings
-from worker.local import BatchPolicy, engine_options
+from ttsfarm.storage import LocalStorage
+from worker.local import BatchPolicy, engine_options, local_synthesizer
 
 
 def test_defaults_depend_on_the_device() -> None:
@@ -16,6 +19,35 @@ def test_defaults_depend_on_the_device() -> None:
     cpu = BatchPolicy.for_settings(Settings(), on_gpu=False)
     assert (gpu.max_batch, gpu.max_padded_ids, gpu.max_padding_ratio) == (32, 16_384, 1.0)
     assert (cpu.max_batch, cpu.max_padded_ids, cpu.max_padding_ratio) == (1, None, 0.15)
+    assert (gpu.runners, gpu.concurrent_runs) == (3, 3)
+    assert 1 <= gpu.text_processes <= 4
+    assert (cpu.runners, cpu.concurrent_runs, cpu.text_processes) == (1, 1, 0)
+
+
+def test_host_side_settings_win_and_are_checked() -> None:
+    settings = Settings.load(
+        {"TTSFARM_BATCH_RUNNERS": "2", "TTSFARM_CONCURRENT_RUNS": "1", "TTSFARM_TEXT_PROCESSES": "0"}
+    )
+    policy = BatchPolicy.for_settings(settings, on_gpu=True)
+    assert (policy.runners, policy.concurrent_runs, policy.text_processes) == (2, 1, 0)
+    with pytest.raises(InvalidInput, match="TTSFARM_BATCH_RUNNERS must be at least 1"):
+        BatchPolicy.for_settings(Settings(batch_runners=0), on_gpu=False)
+    with pytest.raises(InvalidInput, match="TTSFARM_TEXT_PROCESSES must be 0 or more"):
+        BatchPolicy.for_settings(Settings(text_processes=-1), on_gpu=False)
+
+
+def test_the_gpu_host_side_runs_on_a_cpu_too(tmp_path: Path) -> None:
+    """Runners, concurrent runs and the text processes, as a GPU worker has them, on the CPU."""
+    settings = Settings(provider="cpu", batch_runners=2, concurrent_runs=2, text_processes=1, max_batch=2)
+    text = "The ferry crossed twice a day. " * 6 + "\n\nThen the river froze, and it stopped."
+    with local_synthesizer(settings) as synthesizer:
+        assert synthesizer.frontend.processes == 1
+        assert synthesizer.batcher.runners == 2
+        result = synthesizer.synthesize(JobRequest(text, format="flac"), LocalStorage(tmp_path), "out.flac")
+    audio, rate = sf.read(tmp_path / "out.flac")
+    assert len(result.segments) == 7
+    assert result.segments[-1].text == "Then the river froze, and it stopped."
+    assert abs(len(audio) / rate - result.duration) < 0.01
 
 
 def test_settings_win_over_device_defaults() -> None:

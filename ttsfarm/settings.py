@@ -67,10 +67,10 @@ class Settings:
     """Largest share of padding a batch may carry (farther-length items wait for the next);
     unset means 0.15 on a CPU and no cap on a GPU, where batches are padded to buckets anyway."""
     batch_runners: int | None = None
-    """Threads that form and run batches; unset means 2 on a GPU (one batch is made ready
-    while the other runs) and 1 on a CPU."""
+    """Threads that form and run batches; unset means 3 on a GPU (batches are made ready
+    while others run) and 1 on a CPU."""
     concurrent_runs: int | None = None
-    """Engine runs on the device at once; unset means 2 on a GPU and 1 on a CPU."""
+    """Engine runs on the device at once; unset means 3 on a GPU and 1 on a CPU."""
     text_processes: int | None = None
     """Processes that segment and phonemize text; unset means up to 4 on a GPU and 0 on a
     CPU (0: each job segments in its own thread)."""

@@ -165,7 +165,7 @@ class Batcher:
         return future
 
     def close(self) -> None:
-        """Stop the batching thread; whatever still waits fails."""
+        """Stop the runner threads; whatever still waits fails."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -185,7 +185,7 @@ class Batcher:
                 continue
             try:
                 self._execute(live, halvings=0)
-            except Exception as error:  # never let the one batching thread die: jobs would hang
+            except Exception as error:  # never let a runner thread die: jobs would hang
                 log.exception("batch of %d failed unexpectedly", len(live))
                 for pending in live:
                     if not pending.future.done():
