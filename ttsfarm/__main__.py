@@ -4,4 +4,5 @@ import sys
 
 from ttsfarm.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned process imports this module
+    sys.exit(main())

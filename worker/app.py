@@ -80,6 +80,8 @@ def ttsfarm_stats(state: Any) -> dict[str, Any]:
     return {
         "provider": next(iter(engines.values())).provider if engines else None,
         "max_batch": synthesizer.batcher.max_batch,
+        "runners": synthesizer.batcher.runners,
+        "text_processes": synthesizer.frontend.processes,
         "batches": stats.batches,
         "items": stats.items,
         "mean_batch_size": round(stats.mean_batch_size, 3),

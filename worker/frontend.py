@@ -124,27 +124,34 @@ class TextFrontend:
                 self._pool = _new_pool(self.processes)
 
     def _pooled(self, pool: ProcessPoolExecutor, voice: Voice, paragraphs: list[str]) -> Iterator[Segment]:
-        chunks = chunk_paragraphs(paragraphs)
         pending: deque[Future[list[Segment]]] = deque()
-        next_chunk = next(chunks, None)
-        index = 0
         try:
-            while next_chunk is not None or pending:
-                while next_chunk is not None and len(pending) < CHUNKS_AHEAD:
-                    following = next(chunks, None)
-                    ends_text = following is None
-                    pending.append(
-                        pool.submit(_segment_chunk, voice, self.max_phoneme_ids, next_chunk, ends_text)
-                    )
-                    next_chunk = following
-                try:
-                    chunk = pending.popleft().result()
-                except BrokenProcessPool:
-                    self._replace_broken(pool)
-                    raise TransientError("a text process stopped while segmenting: retry the job") from None
-                for segment in chunk:
-                    yield dataclasses.replace(segment, index=index)
-                    index += 1
+            yield from self._in_order(pool, voice, paragraphs, pending)
+        except BrokenProcessPool:  # from submit or from a result: a process died either way
+            self._replace_broken(pool)
+            raise TransientError("a text process stopped while segmenting: retry the job") from None
         finally:
             for future in pending:
                 future.cancel()
+
+    def _in_order(
+        self,
+        pool: ProcessPoolExecutor,
+        voice: Voice,
+        paragraphs: list[str],
+        pending: deque[Future[list[Segment]]],
+    ) -> Iterator[Segment]:
+        """Chunks go to the pool up to :data:`CHUNKS_AHEAD` ahead; segments come back in order."""
+        chunks = chunk_paragraphs(paragraphs)
+        next_chunk = next(chunks, None)
+        index = 0
+        while next_chunk is not None or pending:
+            while next_chunk is not None and len(pending) < CHUNKS_AHEAD:
+                following = next(chunks, None)
+                pending.append(
+                    pool.submit(_segment_chunk, voice, self.max_phoneme_ids, next_chunk, following is None)
+                )
+                next_chunk = following
+            for segment in pending.popleft().result():
+                yield dataclasses.replace(segment, index=index)
+                index += 1

@@ -89,6 +89,9 @@ def farm_env(redis_url: str, s3_endpoint: str, **extra: str) -> dict[str, str]:
         TTSFARM_PROVIDER="cpu",
         TTSFARM_RETRY_BACKOFF_SECONDS="0.2",
         TTSFARM_MAX_BATCH="8",  # CPU workers default to 1; these tests check batching across jobs
+        # and the host side of a GPU worker: runner threads and a process pool segmenting text
+        TTSFARM_BATCH_RUNNERS="2",
+        TTSFARM_TEXT_PROCESSES="1",
     )
     env.update(extra)
     return env

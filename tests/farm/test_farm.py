@@ -43,6 +43,7 @@ def test_twenty_jobs_from_several_threads(client: Client, worker: WorkerProcess,
                 ids.append(job_id)
 
     before = farm_stats(client)
+    assert (before["runners"], before["text_processes"]) == (2, 1)
     threads = [threading.Thread(target=produce, args=(texts[i::4],)) for i in range(4)]
     for t in threads:
         t.start()
