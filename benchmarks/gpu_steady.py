@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from gpu_system import engine_counters  # this folder, beside this script
 
 from ttsfarm.voices import resolve_voice
 from worker.batcher import Batcher
@@ -57,69 +58,74 @@ CEILING_PASSES = 3
 """``confirm`` runs every corpus segment this many times per ceiling figure."""
 
 
-def e2e(
-    engine: Engine,
-    frontends: dict[int, TextFrontend],
-    host: HostSide,
-    batch: int,
-    texts: list[str],
-    audio_format: str = "flac",
-) -> dict[str, Any]:
-    engine.limit_runs(host.runs)
-    default_interval = sys.getswitchinterval()
-    if host.switch_interval:
-        sys.setswitchinterval(host.switch_interval)
-    try:
-        with Batcher(
-            lambda voice: engine,
-            max_batch=batch,
-            max_padded_ids=GPU_MAX_PADDED_IDS,
-            max_padding_ratio=1.0,
-            runners=host.runners,
-        ) as batcher:
-            result = end_to_end(
-                Synthesizer(batcher, frontends[host.text_processes]), texts, IN_FLIGHT, audio_format
-            )
-    finally:
-        sys.setswitchinterval(default_interval)
-    return {
-        **dataclasses.asdict(result),
-        "variant": host.label,
-        "max_batch": batch,
-        "audio_per_second": result.audio_per_second,
-        "speech_per_second": result.speech_per_second,
-        "engine_busy_share": result.engine_seconds / result.wall_seconds,
-    }
+class Bench:
+    """One engine, the corpus and the text front ends, shared by every pass of a part."""
 
+    def __init__(self, args: argparse.Namespace, corpus: Path, suite_type: Any, name: str, jobs: int) -> None:
+        smoke = args.smoke
+        text = corpus.read_text(encoding="utf-8")[: 1500 if smoke else None]
+        voice = resolve_voice("joe")
+        self.suite = suite_type(args.out, name, args.budget)
+        self.items = corpus_items(voice, text)
+        self.texts = rotated_texts(text, 4 if smoke else jobs)
+        self.sizes = [1, 2] if smoke else [8, 32]
+        self.engine = engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
+        self.suite.results.update(options=repr(engine.options), jobs=len(self.texts), in_flight=IN_FLIGHT)
+        self.suite.section(
+            "prepare", 10, lambda: {"runs": engine.prepare(self.sizes), **engine_counters(engine)}
+        )
+        self.in_thread = TextFrontend()
+        self.pool = TextFrontend(processes=2 if smoke else DEFAULT.text_processes)
+        self.pool.start()
 
-def ceiling(engine: Engine, items: list[Any], batch: int, count: int, threads: int = 2) -> dict[str, Any]:
-    timing = concurrent_ceiling(engine, items, batch, count, threads)
-    return {**dataclasses.asdict(timing), "audio_per_second": timing.audio_per_second}
+    def close(self) -> None:
+        self.suite.section("counters", 0, lambda: engine_counters(self.engine))
+        self.pool.close()
+
+    def e2e(self, host: HostSide, batch: int, texts: list[str], audio_format: str = "flac") -> dict[str, Any]:
+        self.engine.limit_runs(host.runs)
+        default_interval = sys.getswitchinterval()
+        if host.switch_interval:
+            sys.setswitchinterval(host.switch_interval)
+        frontend = self.pool if host.text_processes else self.in_thread
+        try:
+            with Batcher(
+                lambda voice: self.engine,
+                max_batch=batch,
+                max_padded_ids=GPU_MAX_PADDED_IDS,
+                max_padding_ratio=1.0,
+                runners=host.runners,
+            ) as batcher:
+                result = end_to_end(Synthesizer(batcher, frontend), texts, IN_FLIGHT, audio_format)
+        finally:
+            sys.setswitchinterval(default_interval)
+        return {
+            **dataclasses.asdict(result),
+            "variant": host.label,
+            "max_batch": batch,
+            "audio_per_second": result.audio_per_second,
+            "speech_per_second": result.speech_per_second,
+            "engine_busy_share": result.engine_seconds / result.wall_seconds,
+        }
+
+    def ceiling(self, batch: int, count: int, runs: int) -> dict[str, Any]:
+        """Identical-length batches from ``runs`` threads at once (``worker.bench``)."""
+        self.engine.limit_runs(runs)
+        timing = concurrent_ceiling(self.engine, self.items, batch, count, runs)
+        return {**dataclasses.asdict(timing), "audio_per_second": timing.audio_per_second}
 
 
 def steady_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
-    suite = suite_type(args.out, "steady", args.budget)
-    smoke = args.smoke
-    text = corpus.read_text(encoding="utf-8")
-    voice = resolve_voice("joe")
-    items = corpus_items(voice, text)
-    texts = rotated_texts(text[:1500] if smoke else text, 4 if smoke else JOBS)
-    sizes = [1, 2] if smoke else [8, 32]
-    started = time.perf_counter()
-    engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
-    suite.results["load_s"] = time.perf_counter() - started
-    suite.results["options"] = repr(engine.options)
-    suite.results["jobs"], suite.results["in_flight"] = len(texts), IN_FLIGHT
-    suite.section("prepare", 10, lambda: {"runs": engine.prepare(sizes), "sessions": engine.sessions_built})
-    frontends = {0: TextFrontend(), 4: TextFrontend(processes=2 if smoke else 4)}
-    frontends[4].start()
-    small, large = sizes
-    count = 2 if smoke else 20
-    suite.section("engine sweep", 30, lambda: [row.to_dict() for row in sweep(engine, items, sizes, count)])
-    engine.limit_runs(2)
-    for batch in sizes:
-        suite.section(f"ceiling b{batch}, 2 threads", 10, lambda b=batch: ceiling(engine, items, b, count))
-    suite.section("e2e warm-up", 20, lambda: e2e(engine, frontends, DEFAULT, large, texts[:8]))
+    bench = Bench(args, corpus, suite_type, "steady", JOBS)
+    suite, engine, texts = bench.suite, bench.engine, bench.texts
+    small, large = bench.sizes
+    count = 2 if args.smoke else 20
+    suite.section(
+        "engine sweep", 30, lambda: [row.to_dict() for row in sweep(engine, bench.items, bench.sizes, count)]
+    )
+    for batch in bench.sizes:
+        suite.section(f"ceiling b{batch}, 2 threads", 10, lambda b=batch: bench.ceiling(b, count, runs=2))
+    suite.section("e2e warm-up", 20, lambda: bench.e2e(DEFAULT, large, texts[:8]))
     passes = [
         (DEFAULT, large),
         (BEFORE, large),
@@ -130,58 +136,35 @@ def steady_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None
         (dataclasses.replace(DEFAULT, switch_interval=0.001), large),
     ]
     for host, batch in passes:
-        suite.section(
-            f"e2e b{batch}: {host.label}", 40, lambda h=host, b=batch: e2e(engine, frontends, h, b, texts)
-        )
-    suite.section(
-        f"e2e b{large} mp3: {DEFAULT.label}",
-        60,
-        lambda: e2e(engine, frontends, DEFAULT, large, texts[: len(texts) // 2], "mp3"),
-    )
+        suite.section(f"e2e b{batch}: {host.label}", 40, lambda h=host, b=batch: bench.e2e(h, b, texts))
+    half = texts[: len(texts) // 2]
+    suite.section(f"e2e b{large} mp3: {DEFAULT.label}", 60, lambda: bench.e2e(DEFAULT, large, half, "mp3"))
     engine.limit_runs(1)
     suite.section("short", 5, lambda: dataclasses.asdict(short_latency(engine, 30)))
-    counters = {
-        "sessions": "sessions_built",
-        "overflows": "frame_overflows",
-        "fallbacks": "precision_fallbacks",
-    }
-    suite.section("counters", 0, lambda: {name: getattr(engine, field) for name, field in counters.items()})
-    for frontend in frontends.values():
-        frontend.close()
+    bench.close()
 
 
 def confirm_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
     """Rounds of the full-corpus ceiling (every segment as identical-length batches, several
     runs at once) against end to end with as many runners and runs, at batch 8 and 32."""
-    suite = suite_type(args.out, "confirm", args.budget)
-    smoke = args.smoke
-    text = corpus.read_text(encoding="utf-8")
-    voice = resolve_voice("joe")
-    items = corpus_items(voice, text[:1500] if smoke else text)
-    texts = rotated_texts(text[:1500] if smoke else text, 4 if smoke else CONFIRM_JOBS)
-    sizes = [1, 2] if smoke else [8, 32]
-    engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
-    suite.section("prepare", 10, lambda: {"runs": engine.prepare(sizes), "sessions": engine.sessions_built})
-    frontends = {4: TextFrontend(processes=2 if smoke else 4)}
-    frontends[4].start()
-    for batch in sizes:  # warm-up: the sessions and plans every pass below needs
-        engine.limit_runs(2)
-        ceiling(engine, items, batch, len(items), threads=2)
-    suite.section("e2e warm-up", 20, lambda: e2e(engine, frontends, DEFAULT, sizes[-1], texts[:8]))
-    count = len(items) * (1 if smoke else CEILING_PASSES)
+    bench = Bench(args, corpus, suite_type, "confirm", CONFIRM_JOBS)
+    suite, texts = bench.suite, bench.texts
+    for batch in bench.sizes:  # warm-up: the sessions and plans every pass below needs
+        bench.ceiling(batch, len(bench.items), runs=2)
+    suite.section("e2e warm-up", 20, lambda: bench.e2e(DEFAULT, bench.sizes[-1], texts[:8]))
+    count = len(bench.items) * (1 if args.smoke else CEILING_PASSES)
     for round_ in range(1, 3):
-        for batch in sizes:
+        for batch in bench.sizes:
             for runs in CONFIRM_RUNS:
-                engine.limit_runs(runs)
                 suite.section(
                     f"round {round_} ceiling b{batch}, {runs} at once",
                     15,
-                    lambda b=batch, t=runs: ceiling(engine, items, b, count, t),
+                    lambda b=batch, r=runs: bench.ceiling(b, count, r),
                 )
-                host = HostSide(runners=runs, runs=runs, text_processes=4)
+                host = HostSide(runners=runs, runs=runs, text_processes=DEFAULT.text_processes)
                 suite.section(
                     f"round {round_} e2e b{batch}: {host.label}",
                     30,
-                    lambda h=host, b=batch: e2e(engine, frontends, h, b, texts),
+                    lambda h=host, b=batch: bench.e2e(h, b, texts),
                 )
-    frontends[4].close()
+    bench.close()

@@ -267,7 +267,7 @@ def main() -> None:
     elif args.part == "steady":
         gpu_steady.steady_part(args, CORPUS, Suite)
     elif args.part == "reuse":
-        gpu_system.reuse_part(args, CORPUS, Suite)
+        gpu_system.final_part(args, CORPUS, Suite, name="reuse")
     else:
         best = json.loads(STATE.read_text())["best"] if STATE.is_file() else "buckets+fp16"
         gpu_system.system_part(args, best, options_for, Suite, CORPUS)

@@ -211,9 +211,11 @@ def system_part(
     suite.section("cuda graph", 20, lambda: cuda_graph_attempt(options))
 
 
-def final_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
-    """The default engine (what a worker builds) after warm-up: end to end against engine only."""
-    suite = suite_type(args.out, "final", args.budget)
+def final_part(args: argparse.Namespace, corpus: Path, suite_type: Any, name: str = "final") -> None:
+    """The default engine (what a worker builds) after warm-up: end to end against engine only.
+
+    ``name="reuse"`` (run 4) stops after the batch-8 sections."""
+    suite = suite_type(args.out, name, args.budget)
     text = corpus.read_text(encoding="utf-8")
     voice = resolve_voice("joe")
     items = corpus_items(voice, text)
@@ -224,17 +226,20 @@ def final_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
     suite.results["options"] = repr(engine.options)
     suite.section("prepare b8", 10, lambda: {"runs": engine.prepare([8]), **engine_counters(engine)})
     jobs = 2 if args.smoke else 32
-    suite.section("e2e flac b8 first pass", 30, lambda: e2e(engine, text, jobs, "flac", 8))
-    suite.section("e2e flac b8 steady", 30, lambda: e2e(engine, text, jobs, "flac", 8))
+    suite.section("e2e flac b8 first pass", 25, lambda: e2e(engine, text, jobs, "flac", 8))
+    suite.section("e2e flac b8 steady", 25, lambda: e2e(engine, text, jobs, "flac", 8))
     suite.section("counters after e2e", 0, lambda: engine_counters(engine))
     batches = 2 if args.smoke else 20
-    suite.section("engine b8", 20, lambda: [row.to_dict() for row in sweep(engine, items, [8], batches)])
-    suite.section("short", 5, lambda: dataclasses.asdict(short_latency(engine, 30)))
-    suite.section("e2e flac b8 steady again", 30, lambda: e2e(engine, text, jobs, "flac", 8))
-    suite.section("e2e mp3 b8 steady", 45, lambda: e2e(engine, text, jobs, "mp3", 8))
-    suite.section("e2e flac b32 first pass", 45, lambda: e2e(engine, text, 64, "flac", 32))
-    suite.section("e2e flac b32 steady", 45, lambda: e2e(engine, text, 64, "flac", 32))
-    suite.section("engine b32", 30, lambda: [row.to_dict() for row in sweep(engine, items, [32], batches)])
+    suite.section("engine b8", 15, lambda: [row.to_dict() for row in sweep(engine, items, [8], batches)])
+    if name == "final":
+        suite.section("short", 5, lambda: dataclasses.asdict(short_latency(engine, 30)))
+        suite.section("e2e flac b8 steady again", 30, lambda: e2e(engine, text, jobs, "flac", 8))
+        suite.section("e2e mp3 b8 steady", 45, lambda: e2e(engine, text, jobs, "mp3", 8))
+        suite.section("e2e flac b32 first pass", 45, lambda: e2e(engine, text, 64, "flac", 32))
+        suite.section("e2e flac b32 steady", 45, lambda: e2e(engine, text, 64, "flac", 32))
+        suite.section(
+            "engine b32", 30, lambda: [row.to_dict() for row in sweep(engine, items, [32], batches)]
+        )
     suite.section("counters at end", 0, lambda: engine_counters(engine))
 
 
@@ -245,20 +250,3 @@ def engine_counters(engine: Engine) -> dict[str, Any]:
         "precision_fallbacks": engine.precision_fallbacks,
         "frame_overflows": engine.frame_overflows,
     }
-
-
-def reuse_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None:
-    """After the change to reuse larger-row sessions: the default engine, end to end at batch 8."""
-    suite = suite_type(args.out, "reuse", args.budget)
-    text = corpus.read_text(encoding="utf-8")
-    voice = resolve_voice("joe")
-    items = corpus_items(voice, text)
-    engine = Engine(voice, EngineOptions(provider="cpu" if args.smoke else "cuda"))
-    suite.section("prepare b8", 10, lambda: {"runs": engine.prepare([8]), **engine_counters(engine)})
-    jobs = 2 if args.smoke else 32
-    suite.section("e2e flac b8 first pass", 25, lambda: e2e(engine, text, jobs, "flac", 8))
-    suite.section("e2e flac b8 steady", 25, lambda: e2e(engine, text, jobs, "flac", 8))
-    suite.section("counters after e2e", 0, lambda: engine_counters(engine))
-    batches = 2 if args.smoke else 20
-    suite.section("engine b8", 15, lambda: [row.to_dict() for row in sweep(engine, items, [8], batches)])
-    suite.section("counters at end", 0, lambda: engine_counters(engine))
