@@ -267,6 +267,26 @@ def test_a_changed_chapter_is_the_only_one_made_again(tmp_path: Path, renderer: 
     assert [c.title for c in report.manifest.chapters] == ["The Town", "The New Bridge", "The Ferry"]
 
 
+def test_old_chapter_files_go_even_when_the_old_manifest_is_gone(
+    tmp_path: Path, renderer: LocalRenderer
+) -> None:
+    """A run interrupted after removing the old manifest must not leave old chapters for good."""
+    outdir = tmp_path / "out"
+    build(tiny_book(tmp_path), outdir, renderer)
+    (outdir / "manifest.json").unlink()
+    changed = TINY_BOOK.replace("2,The Bridge,Everything changed.", "2,The New Bridge,It all changed.")
+    build(tiny_book(tmp_path, changed), outdir, renderer)
+    chapters = sorted(name for name in listing(outdir) if name.startswith("chapters/"))
+    assert chapters == [
+        "chapters/01-the-town.flac",
+        "chapters/01-the-town.srt",
+        "chapters/02-the-new-bridge.flac",
+        "chapters/02-the-new-bridge.srt",
+        "chapters/03-the-ferry.flac",
+        "chapters/03-the-ferry.srt",
+    ]
+
+
 def test_a_damaged_cached_part_is_made_again(tmp_path: Path, renderer: LocalRenderer) -> None:
     outdir = tmp_path / "out"
     build(tiny_book(tmp_path), outdir, renderer)

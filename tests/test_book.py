@@ -79,6 +79,7 @@ def test_voice_column_overrides_the_default_per_row(tmp_path: Path) -> None:
     [
         ("", "is empty: give a CSV with a header row"),
         ("  \n\n", "is empty"),
+        (",,,\n , \n", "is empty: give a CSV with a header row"),
         ("chapter,words\n1,hello\n", "has no 'text' column (the header row has 'chapter', 'words')"),
         ("chapter,text\n", "has a header but no rows"),
         ('chapter,text\n1,"a\nb"\n2,  \n3,c\n', "line 4: the text is empty: fill it in, or pass"),

@@ -89,8 +89,7 @@ def build_audiobook(
             (outdir / MANIFEST_NAME).unlink(missing_ok=True)  # it no longer describes the files
         progress.stage("mastering")
         manifest = assemble(book, parts, results, outdir, key, target_lufs)
-        if previous is not None:
-            remove_leftovers(previous, manifest, outdir)
+        remove_leftovers(previous, manifest, outdir)
     return BuildReport(manifest, len(flat), len(missing), already_done=False)
 
 

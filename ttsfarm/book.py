@@ -80,10 +80,10 @@ def read_book(
 ) -> Book:
     """Read and check the book at ``path`` (``-`` for stdin); raises :class:`InvalidInput`."""
     content = read_text_file(path)
-    if not content.strip():
-        raise InvalidInput(f"{path} is empty: give a CSV with a header row and a 'text' column")
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     records = list(_records(path, content))
+    if not records:
+        raise InvalidInput(f"{path} is empty: give a CSV with a header row and a 'text' column")
     header = records[0][1]
     columns = _columns(path, header)
     if len(records) == 1:

@@ -170,12 +170,20 @@ def _decoded_length(path: Path) -> float:
     return round(float(info.info.length), 3)
 
 
-def remove_leftovers(previous: Manifest, current: Manifest, outdir: Path) -> None:
-    """Delete files an earlier version of the book wrote that this one no longer has."""
+def remove_leftovers(previous: Manifest | None, current: Manifest, outdir: Path) -> None:
+    """Delete files an earlier version of the book wrote that this one no longer has: those its
+    manifest listed, and any chapter file not in this one (an interrupted run may have removed
+    the earlier manifest before writing this one)."""
     keep = {f.file for f in current.outputs()}
     root = outdir.resolve()
-    for output in previous.outputs():
-        path = (outdir / output.file).resolve()
-        if output.file not in keep and path.is_relative_to(root) and path.is_file():
-            log.info("removing %s, left from an earlier version of the book", output.file)
+    listed = [outdir / output.file for output in previous.outputs()] if previous is not None else []
+    chapters = outdir / CHAPTERS_FOLDER
+    found = (
+        [path for path in chapters.iterdir() if not path.name.startswith(".")] if chapters.is_dir() else []
+    )
+    for candidate in {*listed, *found}:
+        path = candidate.resolve()
+        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
+        if name is not None and name not in keep and path.is_file():
+            log.info("removing %s, left from an earlier version of the book", name)
             path.unlink()
