@@ -20,7 +20,15 @@ from typing import Any, Final
 from kombu.exceptions import OperationalError
 
 from ttsfarm.celeryconf import TASK_NAME, make_celery
-from ttsfarm.errors import BrokerUnavailable, Cancelled, JobNotFound, PermanentError, TtsfarmError
+from ttsfarm.errors import (
+    BrokerUnavailable,
+    Cancelled,
+    JobNotFound,
+    PermanentError,
+    StorageUnavailable,
+    TtsfarmError,
+)
+from ttsfarm.files import sha256_file
 from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, audio_key, new_job_id
 from ttsfarm.registry import JobRegistry, JobStatus
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
@@ -168,13 +176,17 @@ class Client:
         return self._storage
 
     def fetch(self, job_id: str, target: str | Path) -> JobResult:
-        """Download a finished job's audio to ``target``."""
+        """Download a finished job's audio to ``target`` and check it against the job's SHA-256."""
         status = self.status(job_id)
         if status.state == "unknown":
             raise JobNotFound(f"unknown job id {job_id}")
         if status.result is None:
             raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
-        self.storage.fetch(audio_key(job_id, status.result.format), Path(target))
+        target = Path(target)
+        self.storage.fetch(audio_key(job_id, status.result.format), target)
+        if sha256_file(target) != status.result.sha256:
+            target.unlink(missing_ok=True)
+            raise StorageUnavailable(f"the audio of job {job_id} did not arrive whole: fetch it again")
         return status.result
 
     def close(self) -> None:

@@ -57,12 +57,12 @@ class PartCache:
         return replace(result, location=str(audio))
 
     def store(self, part: Part, rendered: Path, result: JobResult) -> JobResult:
-        """Move a freshly rendered part into the cache and record it."""
+        """Move a freshly rendered part into the cache and record it. ``result`` describes
+        ``rendered`` (its SHA-256 was checked when it was fetched or written)."""
         audio = self.audio_path(part)
-        digest = sha256_file(rendered)
         os.chmod(rendered, FILE_MODE & ~UMASK)
         os.replace(rendered, audio)
-        stored = replace(result, location=audio.name, url=None, sha256=digest, size=audio.stat().st_size)
+        stored = replace(result, location=audio.name, url=None, size=audio.stat().st_size)
         data = json.dumps(stored.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
         write_atomic(self.record_path(part), data)
         return replace(stored, location=str(audio))

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ttsfarm.errors import InvalidInput, JobNotFound
-from ttsfarm.files import sha256_file
+from ttsfarm.files import atomic_target, sha256_file, write_atomic
 
 
 @dataclass(frozen=True)
@@ -37,17 +35,6 @@ class Storage(Protocol):
     def get_bytes(self, key: str) -> bytes | None: ...
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-"""Read once at import: setting the umask to read it is process-wide, so never later, while
-other threads may be creating files."""
-
-
 class LocalStorage:
     """Files under one folder; writes go to a temp file first, then are renamed into place."""
 
@@ -62,19 +49,7 @@ class LocalStorage:
 
     def put(self, source: Path, key: str, content_type: str = "", sha256: str = "") -> StoredObject:
         target = self._path(key)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-            os.close(handle)
-        except OSError as error:
-            raise InvalidInput(f"cannot write to {target.parent}: {error.strerror}") from None
-        try:
-            shutil.copyfile(source, partial)
-            os.chmod(partial, 0o666 & ~_UMASK)  # mkstemp makes 0600; finished audio is for sharing
-            os.replace(partial, target)
-        except OSError as error:
-            Path(partial).unlink(missing_ok=True)
-            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+        _copy_atomically(source, target)
         return StoredObject(location=str(target), url=None)
 
     def fetch(self, key: str, target: Path) -> None:
@@ -83,22 +58,18 @@ class LocalStorage:
             raise JobNotFound(f"{source} is not in the storage folder (was it moved or deleted?)")
         if target.is_dir():
             raise InvalidInput(f"{target} is a folder: give a file name")
-        try:
-            shutil.copyfile(source, target)
-        except OSError as error:
-            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+        _copy_atomically(source, target)
 
     def exists(self, key: str, sha256: str | None = None) -> bool:
         path = self._path(key)
         return path.is_file() and (sha256 is None or sha256_file(path) == sha256)
 
     def put_bytes(self, data: bytes, key: str, content_type: str = "") -> None:
-        with tempfile.NamedTemporaryFile(delete=False) as handle:
-            handle.write(data)
+        target = self._path(key)
         try:
-            self.put(Path(handle.name), key)
-        finally:
-            os.unlink(handle.name)
+            write_atomic(target, data)
+        except OSError as error:
+            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
 
     def get_bytes(self, key: str) -> bytes | None:
         path = self._path(key)
@@ -115,3 +86,12 @@ def open_storage(
         bucket, prefix = parse_s3_url(storage_url)
         return S3Storage(make_client(endpoint_url, region), bucket, prefix, presign_seconds)
     return LocalStorage(storage_url)
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    """Copy to a temp file beside ``target``, then rename: readers see all of it or none."""
+    try:
+        with atomic_target(target) as temp:
+            shutil.copyfile(source, temp)
+    except OSError as error:
+        raise InvalidInput(f"cannot write {target}: {error.strerror}") from None

@@ -14,7 +14,7 @@ import soundfile as sf
 
 from producer import Client, JobFailed, JobSpec
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
-from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound
+from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
 from worker.text import split_sentences
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
@@ -123,6 +123,20 @@ def test_fetch_downloads_the_audio(client: Client, worker: WorkerProcess, tmp_pa
     result = client.wait(job_id, timeout=60)
     client.fetch(job_id, tmp_path / "got.mp3")
     assert sf.info(tmp_path / "got.mp3").duration == pytest.approx(result.duration, abs=0.1)
+
+
+def test_fetch_refuses_audio_that_does_not_match_its_checksum(
+    client: Client,
+    worker: WorkerProcess,
+    s3,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    job_id = client.submit("Fetch me whole.", format="wav")
+    client.wait(job_id, timeout=60)
+    s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{job_id}.wav", Body=b"RIFF not the audio")  # damaged
+    with pytest.raises(StorageUnavailable, match="did not arrive whole: fetch it again"):
+        client.fetch(job_id, tmp_path / "got.wav")
+    assert not (tmp_path / "got.wav").exists()
 
 
 def test_cancel_a_running_job_stores_nothing(client: Client, worker: WorkerProcess, s3) -> None:  # type: ignore[no-untyped-def]
