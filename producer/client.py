@@ -23,6 +23,7 @@ from ttsfarm.celeryconf import TASK_NAME, make_celery
 from ttsfarm.errors import (
     BrokerUnavailable,
     Cancelled,
+    InvalidInput,
     JobNotFound,
     PermanentError,
     StorageUnavailable,
@@ -156,23 +157,18 @@ class Client:
             time.sleep(poll)
 
     def cancel(self, job_id: str) -> JobStatus:
-        """Stop the job: a queued one never runs, a running one stops at its next segment."""
+        """Stop the job: a queued one (or one waiting to retry) is recorded as cancelled when a
+        worker takes it, a running one stops within half a second. The message is not revoked:
+        a revoked task never runs, so nothing would record that it stopped."""
         if not self._registry.exists(job_id):
             raise JobNotFound(f"unknown job id {job_id}")
         self._registry.request_cancel(job_id)
-        try:
-            self._app.control.revoke(job_id)
-        except OperationalError as error:
-            raise BrokerUnavailable(
-                f"cannot reach the broker at {self.settings.broker_url}: {error}"
-            ) from None
         return self.status(job_id)
 
     @property
     def storage(self) -> Storage:
         if self._storage is None:
-            s = self.settings
-            self._storage = open_storage(s.storage_url, s.s3_endpoint_url, s.s3_region, s.presign_seconds)
+            self._storage = open_storage(self.settings)
         return self._storage
 
     def fetch(self, job_id: str, target: str | Path) -> JobResult:
@@ -183,6 +179,8 @@ class Client:
         if status.result is None:
             raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
         target = Path(target)
+        if target.is_dir():
+            raise InvalidInput(f"{target} is a folder: give a file name")
         self.storage.fetch(audio_key(job_id, status.result.format), target)
         if sha256_file(target) != status.result.sha256:
             target.unlink(missing_ok=True)

@@ -72,7 +72,7 @@ def _run_here(settings: Settings, request: JobRequest) -> None:
     from ttsfarm.storage import open_storage
     from worker.local import local_synthesizer
 
-    storage = open_storage(settings.storage_url, settings.s3_endpoint_url, settings.s3_region)
+    storage = open_storage(settings)
     with local_synthesizer(settings) as synthesizer, ProgressBar(request.job_id) as bar:
         result = synthesizer.synthesize(
             request, storage, audio_key(request.job_id, request.format), bar.update
@@ -178,8 +178,14 @@ def worker(
         os.environ["TTSFARM_PROVIDER"] = "cpu"
     if concurrency is not None:
         os.environ["TTSFARM_CONCURRENCY"] = str(concurrency)
-    from worker.app import app
+    from worker.app import app, resources
     from worker.app import settings as worker_settings
+
+    # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
+    # signal handlers, and a worker that cannot load its model or storage would then fail every
+    # job it takes. A setup error (bad setting, missing voice, no storage) stops it instead.
+    resources.storage  # noqa: B018 - building them is the point
+    resources.synthesizer  # noqa: B018
 
     name = hostname or (
         "ttsfarm-cpu@%h"

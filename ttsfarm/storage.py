@@ -9,6 +9,7 @@ from typing import Protocol
 
 from ttsfarm.errors import InvalidInput, JobNotFound
 from ttsfarm.files import atomic_target, sha256_file, write_atomic
+from ttsfarm.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class LocalStorage:
         source = self._path(key)
         if not source.is_file():
             raise JobNotFound(f"{source} is not in the storage folder (was it moved or deleted?)")
-        if target.is_dir():
-            raise InvalidInput(f"{target} is a folder: give a file name")
         _copy_atomically(source, target)
 
     def exists(self, key: str, sha256: str | None = None) -> bool:
@@ -76,16 +75,19 @@ class LocalStorage:
         return path.read_bytes() if path.is_file() else None
 
 
-def open_storage(
-    storage_url: str, endpoint_url: str | None = None, region: str | None = None, presign_seconds: int = 0
-) -> Storage:
-    """The backend a storage URL names: ``s3://bucket/prefix`` or a local folder."""
-    if storage_url.startswith("s3://"):
+def open_storage(settings: Settings, create_bucket: bool = False) -> Storage:
+    """The backend ``settings.storage_url`` names: ``s3://bucket/prefix`` or a local folder.
+    With ``create_bucket`` and ``settings.s3_create_bucket``, a missing bucket is made."""
+    if settings.storage_url.startswith("s3://"):
         from ttsfarm.s3 import S3Storage, make_client, parse_s3_url
 
-        bucket, prefix = parse_s3_url(storage_url)
-        return S3Storage(make_client(endpoint_url, region), bucket, prefix, presign_seconds)
-    return LocalStorage(storage_url)
+        bucket, prefix = parse_s3_url(settings.storage_url)
+        client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        storage = S3Storage(client, bucket, prefix, settings.presign_seconds)
+        if create_bucket and settings.s3_create_bucket:
+            storage.ensure_bucket()
+        return storage
+    return LocalStorage(settings.storage_url)
 
 
 def _copy_atomically(source: Path, target: Path) -> None:

@@ -54,10 +54,7 @@ class WorkerResources:
     def storage(self) -> Storage:
         with self._lock:
             if self._storage is None:
-                s = self.settings
-                self._storage = open_storage(s.storage_url, s.s3_endpoint_url, s.s3_region, s.presign_seconds)
-                if s.s3_create_bucket and hasattr(self._storage, "ensure_bucket"):
-                    self._storage.ensure_bucket()
+                self._storage = open_storage(self.settings, create_bucket=True)
             return self._storage
 
     @property

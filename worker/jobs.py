@@ -10,18 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
-from ttsfarm.errors import Cancelled
+from ttsfarm.errors import BrokerUnavailable, Cancelled
 from ttsfarm.jobs import JobRequest, JobResult, audio_key, result_key
 from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import Storage
 from worker.pipeline import Progress, Synthesizer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PROGRESS_INTERVAL_SECONDS: Final = 0.5
-"""Least time between two progress writes of one job."""
+"""Least time between two progress writes of one job, and between two looks for a cancel."""
 
 
 class _Throttle:
@@ -47,26 +49,39 @@ def run_job(
     errors through for the caller to record or retry.
     """
     job_id = request.job_id
+    recorded = registry.status(job_id)
+    if recorded.state == "succeeded" and recorded.result is not None:
+        log.info("job %s was already done: returning its recorded result", job_id)
+        return recorded.result  # delivered again: a late cancel or a storage outage must not undo it
     if registry.cancel_requested(job_id):
         raise Cancelled("the job was cancelled before it started")
     registry.started(job_id)
     finished = storage.get_bytes(result_key(job_id))
-    if finished is not None:
+    if finished is not None:  # stored, but the worker died before recording it
         result = JobResult.from_dict(json.loads(finished))
         log.info("job %s was already done: returning its stored result", job_id)
         registry.succeeded(job_id, result)
         return result
     progress_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS)
+    cancel_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS)
+    cancel_seen = False
 
     def on_progress(progress: Progress) -> None:
         final = progress.segments_done == progress.segments_total
         if progress_throttle.due(final):
-            registry.progressed(
-                job_id, progress.segments_done, progress.segments_total, progress.audio_seconds
+            best_effort(
+                registry.progressed,
+                job_id,
+                progress.segments_done,
+                progress.segments_total,
+                progress.audio_seconds,
             )
 
-    def cancelled() -> bool:  # one HGET per segment, and once more before storing
-        return registry.cancel_requested(job_id)
+    def cancelled() -> bool:  # one Redis read per half second at most, not one per segment
+        nonlocal cancel_seen
+        if not cancel_seen and cancel_throttle.due():
+            cancel_seen = bool(best_effort(registry.cancel_requested, job_id))
+        return cancel_seen
 
     result = synthesizer.synthesize(
         request, storage, audio_key(job_id, request.format), on_progress, cancelled
@@ -74,3 +89,13 @@ def run_job(
     storage.put_bytes(json.dumps(result.to_dict()).encode(), result_key(job_id), "application/json")
     registry.succeeded(job_id, result)
     return result
+
+
+def best_effort(write: Callable[..., T], *args: Any) -> T | None:
+    """A registry call whose failure must not end the job (progress, a cancel look-up, a
+    note before a retry): a Redis blip is logged and the job goes on."""
+    try:
+        return write(*args)
+    except BrokerUnavailable as error:
+        log.warning("job registry unreachable (%s): going on without it", error)
+        return None

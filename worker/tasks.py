@@ -13,7 +13,7 @@ from ttsfarm.errors import Cancelled, PermanentError, TransientError
 from ttsfarm.jobs import JobRequest
 from worker.app import app, resources
 from worker.engine import EngineOutOfMemory
-from worker.jobs import run_job
+from worker.jobs import best_effort, run_job
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         raise Ignore() from None
     except TransientError as error:
         if self.request.retries < MAX_RETRIES:
-            registry.note_retry(job_id, str(error))
+            best_effort(registry.note_retry, job_id, str(error))  # the retry matters, not the note
             raise self.retry(
                 exc=error, countdown=resources.settings.retry_backoff_seconds * 2**self.request.retries
             ) from None

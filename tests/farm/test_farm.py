@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,11 @@ import soundfile as sf
 from producer import Client, JobFailed, JobSpec
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
 from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
+from ttsfarm.jobs import JobRequest
+from ttsfarm.registry import JobRegistry
+from ttsfarm.storage import LocalStorage
+from worker.jobs import run_job
+from worker.pipeline import Synthesizer
 from worker.text import split_sentences
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
@@ -254,3 +261,43 @@ def test_a_job_that_could_not_be_queued_frees_its_key(client: Client, worker: Wo
         broken.submit("Queued at last.", key="flaky-broker")
     job_id = client.submit("Queued at last.", key="flaky-broker")
     assert client.wait(job_id, timeout=60).duration > 0
+
+
+def test_a_finished_job_delivered_again_stays_succeeded(
+    redis_url: str, synthesizer: Synthesizer, tmp_path: Path
+) -> None:
+    """A late cancel, or storage gone, must not turn a done job into cancelled or failed."""
+    registry = JobRegistry(redis_url)
+    request = JobRequest("Once is enough.")
+    registry.created(request.job_id)
+    first = run_job(request, synthesizer, LocalStorage(tmp_path / "store"), registry)
+    registry.request_cancel(request.job_id)
+    attempts = registry.status(request.job_id).attempts
+    again = run_job(request, synthesizer, LocalStorage(tmp_path / "elsewhere"), registry)
+    status = registry.status(request.job_id)
+    assert again == first
+    assert (status.state, status.attempts) == ("succeeded", attempts)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_fetch_into_a_folder_is_a_clear_error(client: Client, worker: WorkerProcess, tmp_path: Path) -> None:
+    job_id = client.submit("Where to?")
+    client.wait(job_id, timeout=60)
+    with pytest.raises(InvalidInput, match="is a folder: give a file name"):
+        client.fetch(job_id, tmp_path)
+
+
+def test_a_worker_with_a_bad_setting_stops_instead_of_failing_jobs(
+    redis_url: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_PRECISION="int4")
+    done = subprocess.run(
+        [sys.executable, "-m", "ttsfarm", "worker", "-n", "bad@%h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "TTSFARM_PRECISION must be auto, fp16 or fp32" in done.stderr
+    assert "Traceback" not in done.stderr
