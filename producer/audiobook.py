@@ -6,7 +6,6 @@ interrupt attaches to the job already queued or done instead of queueing a secon
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Final
 from producer.client import Client, JobFailed
 from ttsfarm.errors import Cancelled
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
-from ttsfarm.jobs import JobRequest, JobResult, check_text
+from ttsfarm.jobs import JobRequest, JobResult, check_text, estimate_segments
 from ttsfarm.manifest import MANIFEST_NAME, Manifest
 from ttsfarm.render import PartProgress
 from ttsfarm.storage import Storage
@@ -31,7 +30,6 @@ CONTENT_TYPES: Final = {
     ".json": "application/json",
     **{f".{name}": kind for name, kind in JOB_CONTENT_TYPES.items()},
 }
-_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
 
 
 class FarmRenderer:
@@ -49,7 +47,7 @@ class FarmRenderer:
         check_text(request.text)
         voice = resolve_voice(request.options.voice, self.client.settings.voices_dir)
         voice.speaker_id(request.options.speaker)
-        return max(1, len(_SENTENCE_END.findall(request.text)))  # only sizes the progress bar
+        return estimate_segments(request.text)
 
     def render(
         self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]

@@ -8,7 +8,7 @@ import numpy as np
 
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
-from worker.engine import Engine, EngineItem, EngineOptions, expose_durations
+from worker.engine import Engine, EngineItem, EngineOptions, expose_durations, is_missing_fp16_plan
 from worker.phonemes import Phonemizer
 
 SENTENCES = [
@@ -73,3 +73,21 @@ def test_concurrent_runs_from_threads_match_serial_runs(voice: Voice, phonemizer
     for a, b in zip(serial, threaded, strict=True):
         assert len(a) == len(b)
         assert np.allclose(a, b, atol=1e-4)
+
+
+def test_only_a_missing_fp16_plan_moves_a_bucket_to_fp32() -> None:
+    seen_on_h200 = "CudaCall ... CUDNN_FE failure 8: HEURISTIC_QUERY_FAILED ; GPU=0 ; file=conv.cc"
+    assert is_missing_fp16_plan(RuntimeError(seen_on_h200))
+    assert not is_missing_fp16_plan(RuntimeError("CUDA failure 700: an illegal memory access"))
+
+
+def test_a_new_bucket_meeting_two_runners_is_built_once(voice: Voice, phonemizer: Phonemizer) -> None:
+    engine = Engine(
+        voice, EngineOptions(provider="cpu", shape_buckets=True, concurrent_runs=2, cpu_threads=1)
+    )
+    built = engine.sessions_built
+    item = EngineItem(phonemizer.ids("Two runners meet one new shape."))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        waves = list(pool.map(lambda _: engine.run([item, item], DETERMINISTIC), range(2)))
+    assert engine.sessions_built == built + 1
+    assert len(waves) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
@@ -177,3 +178,12 @@ class JobResult:
             sha256=data["sha256"],
             segments=tuple(SegmentTiming.from_dict(s) for s in data["segments"]),
         )
+
+
+_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+
+
+def estimate_segments(text: str) -> int:
+    """About how many segments ``text`` makes (its sentence ends): enough to size a progress
+    bar without phonemizing anything."""
+    return max(1, len(_SENTENCE_END.findall(text)))

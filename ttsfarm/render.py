@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ttsfarm.jobs import JobRequest, JobResult
+from ttsfarm.jobs import JobRequest, JobResult, estimate_segments
 from ttsfarm.storage import LocalStorage
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ class LocalRenderer:
         return self._concurrency
 
     def check(self, request: JobRequest) -> int:
-        _, segments = self.synthesizer.plan(request)
-        return len(segments)
+        self.synthesizer.check(request)
+        return estimate_segments(request.text)
 
     def render(
         self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]

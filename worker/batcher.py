@@ -184,9 +184,10 @@ class Batcher:
             if not live:
                 continue
             try:
+                self.engine(live[0].voice)  # a model that cannot load fails the batch once, not per item
                 self._execute(live, halvings=0)
             except Exception as error:  # never let a runner thread die: jobs would hang
-                log.exception("batch of %d failed unexpectedly", len(live))
+                log.exception("batch of %d failed", len(live))
                 for pending in live:
                     if not pending.future.done():
                         pending.future.set_exception(error)

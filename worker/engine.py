@@ -67,6 +67,10 @@ with 32-bit sizes, and the last upsampling layer holds rows x frames x hop (256)
 DEFAULT_MAX_SESSIONS: Final = 64
 """Bucket sessions kept per voice; the least recently used goes first past this."""
 
+NO_FP16_PLAN_MARKERS: Final = ("HEURISTIC_QUERY_FAILED", "CUDNN_FE failure")
+"""How cuDNN says it has no plan for a convolution's shapes in fp16 (seen on an H200 for one
+dilated convolution at 1 to 4 rows): that bucket then runs fp32. Any other error is raised."""
+
 OUT_OF_MEMORY_MARKERS: Final = (
     "out of memory",
     "failed to allocate",
@@ -137,6 +141,10 @@ def is_out_of_memory(error: BaseException) -> bool:
     return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
 
 
+def is_missing_fp16_plan(error: BaseException) -> bool:
+    return any(marker in str(error) for marker in NO_FP16_PLAN_MARKERS)
+
+
 def warmup_ids(voice: Voice) -> list[int]:
     """Phoneme ids of :data:`WARMUP_PHONEMES` in the voice's own id map."""
     id_map = voice.phoneme_id_map
@@ -187,8 +195,10 @@ class Engine:
             options.cpu_threads, self._shared_arena, options.profile_prefix
         )
         self._sessions: OrderedDict[Bucket | None, ort.InferenceSession] = OrderedDict()
-        self._sessions_lock = threading.RLock()
-        """Guards the sessions, their buckets and the counters (runs themselves go unlocked)."""
+        self._sessions_lock = threading.Lock()
+        """Guards the sessions, their buckets and the counters (runs and builds go unlocked)."""
+        self._building: dict[Bucket | None, threading.Lock] = {}
+        """One lock per bucket whose session is being built."""
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
         first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -266,7 +276,7 @@ class Engine:
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
-            if not self._model:
+            if not self._model or not is_missing_fp16_plan(error):
                 raise
             with self._sessions_lock:
                 if bucket in self._fp32_buckets and self._sessions.get(bucket) is session:
@@ -310,36 +320,44 @@ class Engine:
         return min(larger, key=lambda bucket: bucket.rows) if larger else wanted
 
     def _session(self, bucket: Bucket | None) -> ort.InferenceSession:
-        """The bucket's session, built on first use (another runner needing a session waits)."""
+        """The bucket's session, built on first use. A build (about 2 s) holds only that
+        bucket's lock: runners whose sessions exist go on running meanwhile."""
         with self._sessions_lock:
-            return self._session_locked(bucket)
+            session = self._sessions.get(bucket)
+            if session is not None:
+                self._sessions.move_to_end(bucket)
+                return session
+            building = self._building.setdefault(bucket, threading.Lock())
+        with building:
+            with self._sessions_lock:
+                session = self._sessions.get(bucket)  # another runner built it meanwhile
+                if session is not None:
+                    return session
+            started = time.perf_counter()
+            session = self._build(bucket in self._fp32_buckets)
+            with self._sessions_lock:
+                self.session_seconds += time.perf_counter() - started
+                self.sessions_built += 1
+                self._sessions[bucket] = session
+                self._building.pop(bucket, None)
+                while len(self._sessions) > max(self.options.max_sessions, 1):
+                    evicted, _ = self._sessions.popitem(last=False)
+                    log.info("voice %s: dropped the session of bucket %s", self.voice.name, evicted)
+        log.debug("voice %s: session for %s built", self.voice.name, bucket)
+        return session
 
-    def _session_locked(self, bucket: Bucket | None) -> ort.InferenceSession:
-        session = self._sessions.get(bucket)
-        if session is not None:
-            self._sessions.move_to_end(bucket)
-            return session
-        started = time.perf_counter()
-        model = self._fp32_model if not self._model or bucket in self._fp32_buckets else self._model
+    def _build(self, fp32: bool) -> ort.InferenceSession:
+        model = self._fp32_model if fp32 or not self._model else self._model
         try:
-            session = build_session(model, self._session_options, self._providers)
+            return build_session(model, self._session_options, self._providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not self._shared_arena:
                 raise
-            log.warning("session with the shared GPU arena failed (%s): using its own arena", error)
-            self._shared_arena = False
-            self._session_options = session_options(
-                self.options.cpu_threads, False, self.options.profile_prefix
-            )
-            session = build_session(model, self._session_options, self._providers)
-        self.session_seconds += time.perf_counter() - started
-        self.sessions_built += 1
-        self._sessions[bucket] = session
-        while len(self._sessions) > max(self.options.max_sessions, 1):
-            evicted, _ = self._sessions.popitem(last=False)
-            log.info("voice %s: dropped the session of bucket %s", self.voice.name, evicted)
-        log.debug("voice %s: session for %s built", self.voice.name, bucket)
-        return session
+            own_arena = session_options(self.options.cpu_threads, False, self.options.profile_prefix)
+            session = build_session(model, own_arena, self._providers)
+            log.warning("session with the shared GPU arena failed (%s): sessions keep their own", error)
+            self._shared_arena, self._session_options = False, own_arena  # only once that worked
+            return session
 
     def _execute(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with self._run_slots:

@@ -84,10 +84,10 @@ class Synthesizer:
             pick(options.noise_w, voice.noise_w),
         )
 
-    def plan(self, request: JobRequest) -> tuple[Voice, list[Segment]]:
-        """Check the request and segment all its text (to count it); no synthesis happens."""
-        voice, segments = self._stream(request)
-        return voice, list(segments)
+    def check(self, request: JobRequest) -> None:
+        """Raise what :meth:`synthesize` would raise before any audio (unknown voice or speaker,
+        bad options, nothing to speak); only the text's first segment is made."""
+        self._stream(request)
 
     def synthesize(
         self,
