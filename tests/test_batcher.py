@@ -37,6 +37,22 @@ class LimitedMemoryEngine:
         return self.engine.run(items, scales)
 
 
+class GatedEngine:
+    """The real engine; its first run waits at a gate, and every run notes its thread."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        self.running, self.gate = threading.Event(), threading.Event()
+        self.threads: set[int] = set()
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        self.threads.add(threading.get_ident())
+        if not self.running.is_set():
+            self.running.set()
+            self.gate.wait(30)
+        return self.engine.run(items, scales)
+
+
 def submit_all(
     batcher: Batcher, voice: Voice, phonemizer: Phonemizer, texts: list[str], scales: Scales = DETERMINISTIC
 ) -> list[np.ndarray]:
@@ -58,8 +74,10 @@ def test_concurrent_jobs_share_batches(engine: Engine, voice: Voice, phonemizer:
             t.join()
     assert len(results) == 8
     assert batcher.stats.mean_batch_size > 1
-    alone = engine.run([EngineItem(phonemizer.ids(TEXTS[3]))], DETERMINISTIC)[0]
-    assert len(results[3]) == len(alone)
+    for n in range(8):  # each job got its own audio back, not a neighbour's of similar length
+        alone = engine.run([EngineItem(phonemizer.ids(TEXTS[n]))], DETERMINISTIC)[0]
+        assert len(results[n]) == len(alone)
+        assert np.allclose(results[n], alone, atol=1e-3)
 
 
 def test_batches_group_by_scales_and_respect_max(
@@ -80,24 +98,20 @@ def test_batches_group_by_scales_and_respect_max(
 
 
 def test_similar_lengths_go_together(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
-    texts = [
-        "Hi.",
-        "Yes.",
-        "No.",
-        "Ok.",
-        TEXTS[13],
-        TEXTS[13] + " Again.",
-        TEXTS[13] + " More.",
-        TEXTS[13] + " Yes.",
-    ]
-    gate = threading.Event()
-    loose = dict(max_batch=4, max_wait=0.5, max_padding_ratio=0.5)
-    with Batcher(lambda v: (gate.wait(), engine)[1], **loose) as batcher:  # type: ignore[arg-type]
-        futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in texts]
-        gate.set()
+    short = ["Hi.", "Yes.", "No.", "Ok."]
+    long = [TEXTS[13], TEXTS[13] + " Again.", TEXTS[13] + " More.", TEXTS[13] + " Yes."]
+    interleaved = [text for pair in zip(short, long, strict=True) for text in pair]  # FIFO would mix them
+    gated = GatedEngine(engine)
+    loose = dict(max_batch=4, max_wait=0.05, max_padding_ratio=0.5)
+    with Batcher(lambda v: gated, **loose) as batcher:  # type: ignore[arg-type]
+        blocker = batcher.submit(voice, EngineItem(phonemizer.ids("Wait.")), Scales(0.0, 1.2, 0.0))
+        assert gated.running.wait(30)  # the runner is busy: everything below queues up
+        futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in interleaved]
+        gated.gate.set()
+        blocker.result(120)
         for f in futures:
             f.result(120)
-    assert batcher.stats.batch_sizes == [4, 4]
+    assert batcher.stats.batch_sizes == [1, 4, 4]
     assert batcher.stats.padding_ratio < 0.25
 
 
@@ -159,10 +173,27 @@ def test_two_runners_give_every_item_its_own_audio(
     engine: Engine, voice: Voice, phonemizer: Phonemizer
 ) -> None:
     alone = [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in TEXTS]
-    with Batcher(lambda v: engine, max_batch=3, max_wait=0.01, runners=2) as batcher:
+    recording = GatedEngine(engine)
+    recording.running.set()  # no gate: only the threads are noted
+    with Batcher(lambda v: recording, max_batch=3, max_wait=0.01, runners=2) as batcher:  # type: ignore[arg-type, return-value]
         got = submit_all(batcher, voice, phonemizer, TEXTS * 3)
     assert batcher.stats.items == len(TEXTS) * 3
-    assert batcher.stats.batches >= len(TEXTS)  # max 3 per batch: both runners had work
+    assert len(recording.threads) == 2  # both runners ran batches
     for wave, reference in zip(got, alone * 3, strict=True):
         assert len(wave) == len(reference)
         assert np.allclose(wave, reference, atol=1e-3)
+
+
+def test_a_model_that_cannot_load_fails_its_batch_once(voice: Voice, phonemizer: Phonemizer) -> None:
+    loads: list[Voice] = []
+
+    def load(v: Voice) -> Engine:
+        loads.append(v)
+        raise RuntimeError("the model file is damaged")
+
+    with Batcher(load, max_batch=4, max_wait=0.2) as batcher:
+        futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC) for t in TEXTS[:4]]
+        for future in futures:
+            with pytest.raises(RuntimeError, match="damaged"):
+                future.result(30)
+    assert len(loads) == 1  # not once more per item while looking for a bad one

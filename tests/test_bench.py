@@ -52,10 +52,18 @@ def test_bucketed_engine_matches_the_plain_one(
     assert [len(w) for w in again] == [len(w) for w in plain[:2]]
 
 
-def test_long_batches_run_in_parts(voice: Voice, phonemizer: Phonemizer, engine: Engine) -> None:
+def test_long_batches_run_in_parts(
+    voice: Voice, phonemizer: Phonemizer, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     small = Engine(voice, EngineOptions(provider="cpu", max_batch_frames=200, warmup=False))
     items = [EngineItem(phonemizer.ids(text)) for text in TEXT.split(". ")]
+    runs: list[int] = []
+    run_once = small._run_once
+    monkeypatch.setattr(
+        small, "_run_once", lambda batch, scales: runs.append(len(batch)) or run_once(batch, scales)
+    )
     parts = small.run(items, DETERMINISTIC)
+    assert len(runs) > 1 and sum(runs) == len(items)
     whole = engine.run(items, DETERMINISTIC)
     assert [len(w) for w in parts] == [len(w) for w in whole]
 

@@ -11,7 +11,7 @@ import pytest
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
 from worker.frontend import TextFrontend, chunk_paragraphs
-from worker.text import PAUSE_PARAGRAPH
+from worker.text import PAUSE_PARAGRAPH, normalize, split_paragraphs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.txt"
 
@@ -28,8 +28,12 @@ def test_pool_segments_equal_in_thread_segments(voice: Voice) -> None:
     text = SAMPLE.read_text(encoding="utf-8")
     with TextFrontend() as in_thread, TextFrontend(processes=2) as pooled:
         expected = list(in_thread.segments(voice, text))
+        assert pooled._pool is not None
+        submitted: list[list[str]] = []
+        submit = pooled._pool.submit
+        pooled._pool.submit = lambda fn, *args: submitted.append(args[2]) or submit(fn, *args)  # type: ignore[method-assign]
         got = list(pooled.segments(voice, text))
-    assert len({segment.text for segment in got}) > 40  # several chunks of the pool, not one
+    assert len(submitted) == len(list(chunk_paragraphs(split_paragraphs(normalize(text))))) > 1
     assert got == expected
     assert [segment.index for segment in got] == list(range(len(got)))
     assert got[-1].pause_after == 0.0

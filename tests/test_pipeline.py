@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import resource
 import tracemalloc
 from pathlib import Path
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from ttsfarm import files
 from ttsfarm.errors import Cancelled, InvalidInput
 from ttsfarm.jobs import JobRequest, SynthesisOptions
 from ttsfarm.storage import LocalStorage
@@ -138,10 +138,10 @@ def _synthesize_long_text(synthesizer: Synthesizer, tmp_path: Path) -> None:
         assert abs(f.frames / f.samplerate - result.duration) < 0.01
 
 
-def test_local_output_follows_the_umask(synthesizer: Synthesizer, tmp_path: Path) -> None:
-    old = os.umask(0o022)
-    try:
-        result = synthesizer.synthesize(JobRequest("Shared."), LocalStorage(tmp_path), "shared.wav")
-    finally:
-        os.umask(old)
-    assert Path(result.location).stat().st_mode & 0o777 == 0o644
+def test_local_output_follows_the_umask(
+    synthesizer: Synthesizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The umask is read once at import (reading it means setting it); the files get its mode."""
+    monkeypatch.setattr(files, "UMASK", 0o027)
+    result = synthesizer.synthesize(JobRequest("Shared."), LocalStorage(tmp_path), "shared.wav")
+    assert Path(result.location).stat().st_mode & 0o777 == 0o640

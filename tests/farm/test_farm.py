@@ -148,9 +148,7 @@ def test_fetch_refuses_audio_that_does_not_match_its_checksum(
 
 def test_cancel_a_running_job_stores_nothing(client: Client, worker: WorkerProcess, s3) -> None:  # type: ignore[no-untyped-def]
     job_id = client.submit(EXAMPLE * 4)
-    deadline = time.monotonic() + 60
-    while client.status(job_id).segments_done == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
     assert client.cancel(job_id).state == "running"  # until the worker says it stopped
     with pytest.raises(Cancelled):
         client.wait(job_id, timeout=30)  # the worker recorded it: it ignores no cancel
@@ -175,7 +173,10 @@ def test_cancel_a_queued_job_never_runs(
         try:
             queue = redis.Redis.from_url(redis_url)
             wait_for(lambda: queue.llen("parked") == 0, 30, "the parked queue to be consumed")
-            time.sleep(1)
+            log = tmp_path / "parked.log"
+            wait_for(
+                lambda: f"job {job_id} cancelled" in log.read_text(), 30, "the worker to record the cancel"
+            )
         finally:
             late.stop()
         status = parked.status(job_id)
@@ -243,9 +244,7 @@ def test_key_of_a_failed_job_can_be_tried_again(client: Client, worker: WorkerPr
 
 def test_short_job_does_not_wait_behind_a_long_one(client: Client, worker: WorkerProcess) -> None:
     long_job = client.submit(EXAMPLE * 2)
-    deadline = time.monotonic() + 60
-    while client.status(long_job).segments_done == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: client.status(long_job).segments_done > 0, 60, "the long job's first segment")
     short_job = client.submit("A quick one.")
     client.wait(short_job, timeout=60)
     assert not client.status(long_job).done, "the short job finished only after the long one"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import redis
 
 from producer import Client
-from tests.farm.conftest import WorkerProcess, farm_env
+from tests.farm.conftest import WorkerProcess, farm_env, wait_for
 from ttsfarm.settings import Settings
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
@@ -24,9 +23,7 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
     with Client.from_env(settings) as client:
         job_id = client.submit(EXAMPLE[:1200])
-        deadline = time.monotonic() + 60
-        while client.status(job_id).segments_done == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
         assert client.status(job_id).state == "running"
         doomed.process.send_signal(signal.SIGKILL)  # no goodbye, no requeue by the worker itself
         doomed.process.wait()
