@@ -55,10 +55,6 @@ class Chapter:
     title: str
     rows: tuple[Row, ...]
 
-    @property
-    def line(self) -> int:
-        return self.rows[0].line
-
 
 @dataclass(frozen=True)
 class Book:

@@ -18,6 +18,7 @@ import soundfile as sf
 from ttsfarm.book import Book, Chapter
 from ttsfarm.book_export import M4B_BITRATE, MP3_BITRATE, ChapterMark, encode_book, srt
 from ttsfarm.book_parts import Part
+from ttsfarm.errors import PermanentError
 from ttsfarm.files import atomic_target, slug, write_atomic
 from ttsfarm.jobs import JobResult, SegmentTiming
 from ttsfarm.manifest import MANIFEST_VERSION, ChapterEntry, Manifest, OutputFile
@@ -167,6 +168,8 @@ def _finish(
 def _decoded_length(path: Path) -> float:
     """The playing time a player reads from the file's headers."""
     info = mutagen.File(path)
+    if info is None:
+        raise PermanentError(f"{path.name} was written but cannot be read back as audio: run again")
     return round(float(info.info.length), 3)
 
 

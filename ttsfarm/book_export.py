@@ -113,6 +113,10 @@ def encode_book(title: str, chapters: Sequence[ChapterMark], m4b: Path, mp3: Pat
             run = subprocess.run(command, capture_output=True, text=True, timeout=ENCODE_TIMEOUT_SECONDS)
         except OSError as error:
             raise PermanentError(f"cannot run ffmpeg to encode the book: {error.strerror}") from None
+        except subprocess.TimeoutExpired:
+            raise PermanentError(
+                f"ffmpeg did not finish encoding the book in {ENCODE_TIMEOUT_SECONDS} s"
+            ) from None
         if run.returncode != 0:
             detail = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"status {run.returncode}"
             raise PermanentError(f"ffmpeg could not encode the book: {detail}")

@@ -24,7 +24,6 @@ from ttsfarm.errors import PermanentError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
-RESULT_EXPIRES_SECONDS: Final = 7 * 24 * 3600
 PUBLISH_RETRIES: Final = 2
 """Publishing retries when the broker is down, before the producer reports it (no hang)."""
 BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3
@@ -40,28 +39,25 @@ def make_celery(settings: Settings) -> Celery:
     """A Celery app for these settings; the worker adds the task module to it."""
     if not settings.broker_url:
         raise PermanentError(NO_BROKER_MESSAGE)
-    app = Celery("ttsfarm", broker=settings.broker_url, backend=settings.backend_url)
+    # No Celery result backend: the job registry (ttsfarm.registry) is the one record of a job,
+    # and Flower works from events. Celery results would keep the whole text again for a week.
+    app = Celery("ttsfarm", broker=settings.broker_url)
     app.conf.update(
         task_serializer="json",
-        result_serializer="json",
         accept_content=["json"],
-        result_accept_content=["json"],
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
-        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
         broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
         broker_connection_retry_on_startup=True,
         task_publish_retry=True,
         task_publish_retry_policy={"max_retries": PUBLISH_RETRIES, **PUBLISH_RETRY_INTERVALS},
         task_default_queue=settings.queue,
-        task_track_started=True,
         task_send_sent_event=True,
         worker_send_task_events=True,
-        result_expires=RESULT_EXPIRES_SECONDS,
-        result_extended=True,
+        task_ignore_result=True,
         worker_hijack_root_logger=False,
     )
     app.conf.broker_transport_options.update(

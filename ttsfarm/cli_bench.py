@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Final, cast
+from typing import Final
 
 import click
 
@@ -28,7 +29,7 @@ def _sizes(text: str) -> list[int]:
 
 @main.command()
 @click.option("--provider", type=click.Choice(["auto", "cuda", "cpu"]), help="Default: the setting.")
-@click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), default="auto", show_default=True)
+@click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), help="Default: the setting.")
 @click.option("--buckets/--no-buckets", default=None, help="Shape buckets (default: on for CUDA only).")
 @click.option(
     "--batch-sizes", help=f"Comma-separated (default {DEFAULT_CPU_SIZES} on CPU, {DEFAULT_GPU_SIZES} on GPU)."
@@ -49,7 +50,7 @@ def _sizes(text: str) -> list[int]:
 def bench(
     settings: Settings,
     provider: str | None,
-    precision: str,
+    precision: str | None,
     buckets: bool | None,
     batch_sizes: str | None,
     batches: int,
@@ -61,18 +62,15 @@ def bench(
     """Sweep batch sizes over a realistic mix of segment lengths and print the table."""
     from ttsfarm.voices import resolve_voice
     from worker.bench import corpus_items, format_table, short_latency, sweep, table_line
-    from worker.engine import Engine, EngineOptions, Precision, Provider
+    from worker.engine import Engine
+    from worker.local import engine_options
 
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():
         raise click.UsageError(f"no text to benchmark with: {path} does not exist (give --text FILE)")
-    options = EngineOptions(
-        provider=cast(Provider, provider or settings.provider),
-        device_id=settings.gpu,
-        cpu_threads=settings.cpu_threads,
-        precision=cast(Precision, precision),
-        shape_buckets=buckets,
-    )
+    options = engine_options(settings.replace(provider=provider, precision=precision))
+    if buckets is not None:
+        options = dataclasses.replace(options, shape_buckets=buckets)
     engine = Engine(resolve_voice(voice or settings.voice, settings.voices_dir), options)
     items = corpus_items(engine.voice, path.read_text(encoding="utf-8"), settings.max_phoneme_ids)
     sizes = _sizes(batch_sizes or (DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES))
