@@ -21,7 +21,8 @@ from typing import Final
 import numpy as np
 
 from ttsfarm.voices import Voice
-from worker.engine import Engine, EngineItem, EngineOutOfMemory, Scales
+from worker.engine import EngineItem, EngineOutOfMemory, Scales
+from worker.engines import VoiceEngine
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Batcher:
 
     def __init__(
         self,
-        load_engine: Callable[[Voice], Engine],
+        load_engine: Callable[[Voice], VoiceEngine],
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait: float = DEFAULT_MAX_WAIT,
         max_padded_ids: int | None = None,
@@ -121,7 +122,7 @@ class Batcher:
         self._busy = _BusyClock(self.stats)
         self._stats_lock = threading.Lock()
         self._load_engine = load_engine
-        self._engines: dict[str, Engine] = {}
+        self._engines: dict[str, VoiceEngine] = {}
         self._engines_lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._cond = threading.Condition()
@@ -140,11 +141,11 @@ class Batcher:
         self.close()
 
     @property
-    def engines(self) -> dict[str, Engine]:
+    def engines(self) -> dict[str, VoiceEngine]:
         """The engines loaded so far, by model path."""
         return dict(self._engines)
 
-    def engine(self, voice: Voice) -> Engine:
+    def engine(self, voice: Voice) -> VoiceEngine:
         """The engine of ``voice``, loaded on first use and kept for the process."""
         key = str(voice.model_path)  # two voices may share a name, never a model file
         with self._engines_lock:

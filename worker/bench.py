@@ -25,7 +25,8 @@ import numpy as np
 
 from ttsfarm.voices import Voice
 from worker.batcher import DEFAULT_MAX_WAIT, Batcher
-from worker.engine import Engine, EngineItem, Scales
+from worker.engine import EngineItem, Scales
+from worker.engines import VoiceEngine
 from worker.phonemes import Phonemizer
 from worker.text import DEFAULT_MAX_PHONEME_IDS, Segmenter
 
@@ -106,7 +107,7 @@ def gpu_memory_mib(device_id: int = 0) -> float | None:
         return None
 
 
-def time_batches(engine: Engine, batches: Sequence[Sequence[EngineItem]], scales: Scales) -> Timing:
+def time_batches(engine: VoiceEngine, batches: Sequence[Sequence[EngineItem]], scales: Scales) -> Timing:
     """Run the batches one after the other; per-batch latency and total throughput."""
     latencies: list[float] = []
     audio = 0
@@ -141,7 +142,7 @@ def ceiling_batches(items: Sequence[EngineItem], batch: int, count: int) -> list
 
 
 def concurrent_ceiling(
-    engine: Engine, items: Sequence[EngineItem], batch: int, count: int, threads: int
+    engine: VoiceEngine, items: Sequence[EngineItem], batch: int, count: int, threads: int
 ) -> Timing:
     """The ceiling series split over ``threads`` threads calling the engine at once (as the
     batcher's runners do); throughput is over wall time, latency per batch as each thread saw it."""
@@ -164,7 +165,7 @@ def concurrent_ceiling(
 
 
 def run_batcher(
-    engine: Engine,
+    engine: VoiceEngine,
     items: Sequence[EngineItem],
     batch: int,
     scales: Scales,
@@ -185,7 +186,7 @@ def run_batcher(
 
 
 def sweep(
-    engine: Engine,
+    engine: VoiceEngine,
     items: Sequence[EngineItem],
     batch_sizes: Sequence[int],
     batches_per_size: int,
@@ -213,7 +214,7 @@ def sweep(
     return rows
 
 
-def short_latency(engine: Engine, runs: int, scales: Scales | None = None) -> Timing:
+def short_latency(engine: VoiceEngine, runs: int, scales: Scales | None = None) -> Timing:
     """Batch-1 latency of :data:`SHORT_SENTENCE` (after one untimed run)."""
     scales = scales or engine.default_scales()
     item = EngineItem(Phonemizer(engine.voice).ids(SHORT_SENTENCE))

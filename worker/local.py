@@ -24,7 +24,8 @@ from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 from worker.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
-from worker.engine import Engine, EngineOptions, Precision, Provider
+from worker.engine import EngineOptions, Precision, Provider
+from worker.engines import ENGINE_KINDS, EngineKind, VoiceEngine, load_engine
 from worker.frontend import TextFrontend
 from worker.pipeline import Synthesizer
 from worker.sessions import cpu_count, wants_cuda
@@ -88,6 +89,8 @@ def engine_options(settings: Settings) -> EngineOptions:
         raise InvalidInput(f"TTSFARM_PROVIDER must be auto, cuda or cpu, not {settings.provider!r}")
     if settings.precision not in ("auto", "fp16", "fp32"):
         raise InvalidInput(f"TTSFARM_PRECISION must be auto, fp16 or fp32, not {settings.precision!r}")
+    if settings.engine not in ENGINE_KINDS:
+        raise InvalidInput(f"TTSFARM_ENGINE must be auto, staged or single, not {settings.engine!r}")
     if settings.shape_buckets not in SHAPE_BUCKETS:
         raise InvalidInput(f"TTSFARM_SHAPE_BUCKETS must be auto, on or off, not {settings.shape_buckets!r}")
     return EngineOptions(
@@ -104,14 +107,16 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     policy = BatchPolicy.for_settings(settings, wants_cuda(options.provider))
     options = replace(options, concurrent_runs=policy.concurrent_runs)
 
-    def load_engine(voice: Voice) -> Engine:
-        engine = Engine(voice, options)
+    kind = cast(EngineKind, settings.engine)
+
+    def load_voice_engine(voice: Voice) -> VoiceEngine:
+        engine = load_engine(voice, options, kind)
         if settings.prewarm and engine.on_gpu:
             engine.prepare([policy.max_batch])
         return engine
 
     batcher = Batcher(
-        load_engine,
+        load_voice_engine,
         max_batch=policy.max_batch,
         max_wait=settings.max_wait_ms / 1000,
         max_padded_ids=policy.max_padded_ids,

@@ -108,14 +108,18 @@ def _to_half_attributes(node: onnx.NodeProto) -> None:
             attr.t.CopyFrom(half)
 
 
-def convert_to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` whose flow and decoder compute in fp16; checked before it is returned."""
+def convert_to_fp16(model: onnx.ModelProto, whole_graph: bool = False) -> onnx.ModelProto:
+    """A copy of ``model`` whose flow and decoder compute in fp16; checked before it is returned.
+
+    ``whole_graph`` converts every node: for the waveform stage cut out by ``worker.stages``,
+    which holds only the flow and the decoder.
+    """
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
     graph = converted.graph
     _unique_node_names(graph)
     types = _element_types(converted)
-    region = _waveform_region(graph)
+    region = list(graph.node) if whole_graph else _waveform_region(graph)
     in_region = {id(node) for node in region}
     produced_inside = {out for node in region for out in node.output}
     initializers = {init.name: init for init in graph.initializer}

@@ -1,0 +1,208 @@
+"""Engine v2 (staged, CUDA graphs) against the single-session engine, side by side in one run.
+
+    python benchmarks/engine_v2.py --out DIR [--budget 420] [--sizes 8 32 64]
+    python benchmarks/engine_v2.py --out DIR --smoke      # tiny, on the CPU
+
+Sections, each saved to DIR/engine_v2.json as soon as it is done:
+
+- ``load``: each engine's load and ``prepare`` (sessions built, graphs captured) for the sizes;
+- ``accuracy``: with noise off, every corpus segment through both engines in batches of 32,
+  against the fp32 whole-graph reference: item lengths must be identical, and the log-mel
+  distance is reported (docs/benchmarks.md holds fp16 to at most 0.015);
+- ``engine``: speech audio seconds per second, engine only, for each batch size: corpus segments
+  grouped by length as the batcher groups them, batches in shuffled order, run by 3 threads at
+  once (as a GPU worker's runners do) and by 1; P50/P99 batch latency;
+- ``quality``: the texts of ``benchmarks/quality_texts.txt`` spoken by both engines (voice
+  defaults, noise on), written as WAV files into DIR/quality.tar for ``benchmarks/quality.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import sys
+import tarfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import onnxruntime as ort
+import soundfile as sf
+
+from ttsfarm.voices import resolve_voice
+from worker.bench import corpus_items, gpu_memory_mib
+from worker.engine import Engine, EngineItem, EngineOptions, Scales
+from worker.engines import VoiceEngine
+from worker.phonemes import Phonemizer
+from worker.precision import log_mel_distance
+from worker.staged import StagedEngine
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus.txt"
+QUALITY_TEXTS = HERE / "quality_texts.txt"
+EXACT = Scales(0.0, 1.0, 0.0)
+SEED = 7
+THREADS = 3
+
+
+class Results:
+    def __init__(self, path: Path, budget: float) -> None:
+        self.path, self.deadline, self.data = path, time.monotonic() + budget, {}  # type: ignore[var-annotated]
+
+    def section(self, name: str, work: Callable[[], Any]) -> Any:
+        if time.monotonic() > self.deadline:
+            self.data[name] = {"skipped": "out of time"}
+            return None
+        print(f"== {name}", flush=True)
+        started = time.monotonic()
+        try:
+            value = work()
+            self.data[name] = {"seconds": round(time.monotonic() - started, 2), "result": value}
+        except Exception as error:
+            traceback.print_exc()
+            self.data[name] = {"seconds": round(time.monotonic() - started, 2), "error": repr(error)}
+            value = None
+        self.path.write_text(json.dumps(self.data, indent=1, default=str))
+        print(json.dumps(self.data[name], default=str)[:3000], flush=True)
+        return value
+
+
+def grouped_batches(items: Sequence[EngineItem], size: int, copies: int) -> list[list[EngineItem]]:
+    """Items sorted by length and cut into batches (as the batcher groups them), shuffled."""
+    pool = sorted([*items] * copies, key=lambda item: len(item.phoneme_ids))
+    batches = [pool[start : start + size] for start in range(0, len(pool), size)]
+    random.Random(SEED).shuffle(batches)
+    return batches
+
+
+def throughput(engine: VoiceEngine, batches: list[list[EngineItem]], threads: int) -> dict[str, Any]:
+    scales = engine.default_scales()
+    latencies: list[float] = []
+    samples = 0
+
+    def one(batch: list[EngineItem]) -> int:
+        started = time.perf_counter()
+        waves = engine.run(batch, scales)
+        latencies.append(time.perf_counter() - started)
+        return sum(len(wave) for wave in waves)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        samples = sum(pool.map(one, batches))
+    wall = time.perf_counter() - started
+    audio = samples / engine.voice.sample_rate
+    return {
+        "batches": len(batches),
+        "audio_s": round(audio, 1),
+        "wall_s": round(wall, 3),
+        "audio_per_s": round(audio / wall, 1),
+        "p50_ms": round(float(np.percentile(latencies, 50)) * 1000, 1),
+        "p99_ms": round(float(np.percentile(latencies, 99)) * 1000, 1),
+    }
+
+
+def accuracy(engines: dict[str, VoiceEngine], reference: VoiceEngine, items: list[EngineItem]) -> dict[str, Any]:
+    batches = [items[start : start + 32] for start in range(0, len(items), 32)]
+    truth = [wave for batch in batches for wave in reference.run(batch, EXACT)]
+    rate = reference.voice.sample_rate
+    found: dict[str, Any] = {}
+    for name, engine in engines.items():
+        waves = [wave for batch in batches for wave in engine.run(batch, EXACT)]
+        same = sum(len(a) == len(b) for a, b in zip(waves, truth, strict=True))
+        distances = [
+            log_mel_distance(b, a, rate) for a, b in zip(waves, truth, strict=True) if len(a) == len(b)
+        ]
+        alone = [engine.run([item], EXACT)[0] for item in items[:8]]
+        found[name] = {
+            "items": len(items),
+            "same_length": same,
+            "log_mel_mean": round(float(np.mean(distances)), 5),
+            "log_mel_max": round(float(np.max(distances)), 5),
+            "alone_same_length": sum(len(a) == len(b) for a, b in zip(alone, waves[:8], strict=True)),
+            "alone_log_mel_max": round(
+                max(log_mel_distance(a, b, rate) for a, b in zip(alone, waves[:8], strict=True)), 5
+            ),
+        }
+    return found
+
+
+def quality(engines: dict[str, VoiceEngine], out: Path, smoke: bool) -> dict[str, Any]:
+    texts = [line.strip() for line in QUALITY_TEXTS.read_text().splitlines() if line.strip()]
+    texts = texts[:3] if smoke else texts
+    voice = next(iter(engines.values())).voice
+    phonemizer = Phonemizer(voice)
+    found: dict[str, Any] = {}
+    with tarfile.open(out / "quality.tar", "w") as tar:
+        for name, engine in engines.items():
+            items = [EngineItem(phonemizer.ids(text)) for text in texts]
+            waves = engine.run(items, engine.default_scales())
+            for index, wave in enumerate(waves):
+                buffer = io.BytesIO()
+                sf.write(buffer, wave, voice.sample_rate, format="WAV", subtype="PCM_16")
+                info = tarfile.TarInfo(f"{name}/{index:04d}.wav")
+                info.size = buffer.tell()
+                buffer.seek(0)
+                tar.addfile(info, buffer)
+            found[name] = {"texts": len(texts), "seconds": round(sum(map(len, waves)) / voice.sample_rate, 1)}
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budget", type=float, default=420.0)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
+    parser.add_argument("--copies", type=int, default=4, help="corpus copies per engine series")
+    parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = Results(args.out / "engine_v2.json", args.budget)
+    provider = "cpu" if args.smoke else "cuda"
+    voice = resolve_voice("joe")
+    items = corpus_items(voice, CORPUS.read_text())
+    if args.smoke:
+        items, args.sizes, args.copies = items[:6], [2], 1
+    results.section("environment", lambda: {"onnxruntime": ort.__version__, "gpu_mib": gpu_memory_mib()})
+    engines: dict[str, VoiceEngine] = {}
+
+    def load(name: str, build: Callable[[], VoiceEngine]) -> dict[str, Any]:
+        started = time.perf_counter()
+        engine = engines[name] = build()
+        loaded = time.perf_counter() - started
+        prepared = engine.prepare(args.sizes)
+        return {
+            "load_s": round(loaded, 2),
+            "prepare_s": round(time.perf_counter() - started - loaded, 2),
+            "prepared": prepared,
+            "provider": engine.provider,
+            "sessions": engine.sessions_built,
+            "session_s": round(engine.session_seconds, 2),
+            "capture_s": round(getattr(engine, "capture_seconds", 0.0), 2),
+            "gpu_mib": gpu_memory_mib(),
+        }
+
+    options = EngineOptions(provider=provider, concurrent_runs=THREADS)
+    results.section("load v2", lambda: load("v2", lambda: StagedEngine(voice, options)))
+    results.section("load v1", lambda: load("v1", lambda: Engine(voice, options)))
+    reference = Engine(voice, EngineOptions(provider=provider, precision="fp32", shape_buckets=False))
+    results.section("accuracy", lambda: accuracy(engines, reference, items))
+    del reference
+    for size in args.sizes:
+        for threads in (THREADS, 1):
+            for name, engine in engines.items():
+                batches = grouped_batches(items, size, args.copies)
+                results.section(f"engine b{size} t{threads} {name}", lambda: throughput(engine, batches, threads))
+    results.section("quality", lambda: quality(engines, args.out, args.smoke))
+    results.section("after", lambda: {"gpu_mib": gpu_memory_mib(), "v2_sessions": engines["v2"].sessions_built})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The farm end to end, as users run it: Redis, one `ttsfarm worker`, jobs from `Client`.
+
+For each engine kind in turn (``TTSFARM_ENGINE``): start a worker, time its start to "ready",
+warm it up with a round of jobs, then submit --jobs jobs at once (held-out prose, each job
+rotated to start at another sentence, FLAC to a local folder) and wait for all of them. Stored
+audio seconds per second is the audio of every job over the time from the first submit to the
+last job's finish, both taken from the job records. Starts its own Redis on --port.
+
+    python benchmarks/farm_gpu.py --out DIR --engines staged single --jobs 400
+    python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis
+
+from producer import Client
+from producer.client import JobSpec
+from ttsfarm.settings import Settings
+from worker.text import split_sentences
+
+HERE = Path(__file__).resolve().parent
+PROSE = HERE / "corpus.txt"
+JOB_WORDS = 420
+READY_MARK = " ready."
+START_TIMEOUT = 300.0
+POLL = 0.2
+
+
+def job_texts(count: int, words: int) -> list[str]:
+    sentences = split_sentences(PROSE.read_text().replace("\n", " "))
+    texts = []
+    for index in range(count):
+        start = index % len(sentences)
+        rotated = sentences[start:] + sentences[:start]
+        picked: list[str] = []
+        while sum(len(s.split()) for s in picked) < words:
+            picked.append(rotated[len(picked) % len(rotated)])
+        texts.append(" ".join(picked))
+    return texts
+
+
+def start_redis(server: str, port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            return process
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    raise RuntimeError("redis did not start")
+
+
+def start_worker(env: dict[str, str], log_path: Path, smoke: bool) -> tuple[subprocess.Popen[bytes], float]:
+    started = time.monotonic()
+    where = ["--cpu"] if smoke else ["--gpu", "0"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ttsfarm", "worker", *where], env=env, stdout=log, stderr=log
+        )
+    while time.monotonic() - started < START_TIMEOUT:
+        if READY_MARK in log_path.read_text(errors="replace"):
+            return process, time.monotonic() - started
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited: {log_path.read_text()[-2000:]}")
+        time.sleep(POLL)
+    raise RuntimeError("worker did not become ready")
+
+
+def run_jobs(client: Client, texts: list[str], audio_format: str) -> dict[str, Any]:
+    ids = client.submit_many([JobSpec(text, format=audio_format) for text in texts])
+    statuses = []
+    for job_id in ids:
+        while not (status := client.status(job_id)).done:
+            time.sleep(POLL)
+        statuses.append(status)
+    done = [s for s in statuses if s.result is not None]
+    audio = sum(s.result.duration for s in done if s.result)
+    first = min(s.submitted_at or 0.0 for s in statuses)
+    last = max(s.finished_at or 0.0 for s in statuses)
+    return {
+        "jobs": len(ids),
+        "succeeded": len(done),
+        "failed": [s.error for s in statuses if s.result is None][:3],
+        "audio_s": round(audio, 1),
+        "wall_s": round(last - first, 2),
+        "stored_audio_per_s": round(audio / (last - first), 1) if last > first else None,
+    }
+
+
+def measure(kind: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
+    storage = folder / f"out-{kind}"
+    env = {
+        **os.environ,
+        "TTSFARM_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+        "TTSFARM_STORAGE_URL": str(storage),
+        "TTSFARM_ENGINE": kind,
+        "PYTHONUNBUFFERED": "1",
+    }
+    if args.concurrency:
+        env["TTSFARM_CONCURRENCY"] = str(args.concurrency)
+    worker, ready_s = start_worker(env, folder / f"worker-{kind}.log", args.smoke)
+    try:
+        client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
+        warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
+        timed = run_jobs(client, job_texts(args.jobs, args.words), args.format)
+        client.close()
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        redis.Redis(port=port).flushall()
+        shutil.rmtree(storage, ignore_errors=True)
+    log_tail = (folder / f"worker-{kind}.log").read_text(errors="replace").splitlines()
+    engine_lines = [line for line in log_tail if "loaded on" in line or "engine ready" in line]
+    return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-3:]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--engines", nargs="+", default=["staged", "single"])
+    parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--warmup", type=int, default=48)
+    parser.add_argument("--words", type=int, default=JOB_WORDS)
+    parser.add_argument("--format", default="flac")
+    parser.add_argument("--concurrency", type=int, default=0, help="jobs per worker; 0: the default")
+    parser.add_argument("--port", type=int, default=6390)
+    parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
+    args = parser.parse_args()
+    if args.smoke:
+        args.jobs, args.warmup, args.words = 3, 1, 12
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    server = start_redis(args.redis_server, args.port)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ttsfarm-farm-") as folder:
+            for kind in args.engines:
+                print(f"== {kind}", flush=True)
+                try:
+                    results[kind] = measure(kind, args, args.port, Path(folder))
+                except Exception as error:
+                    results[kind] = {"error": repr(error)}
+                    logs = sorted(Path(folder).glob("worker-*.log"))
+                    for log in logs:
+                        shutil.copy(log, args.out / log.name)
+                print(json.dumps(results[kind]), flush=True)
+                (args.out / "farm.json").write_text(json.dumps(results, indent=1))
+    finally:
+        server.terminate()
+    print("| engine | ready s | jobs | audio s | wall s | stored audio s/s |")
+    print("|---|---|---|---|---|---|")
+    for kind, found in results.items():
+        timed = found.get("timed", {})
+        print(
+            f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
+            f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""Engine v2: a voice run as three stages, the waveform stage replayed as a CUDA graph.
+
+``worker.stages`` cuts the voice: front (phoneme ids to the prior and durations), expand (the
+prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
+
+- the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
+  input shapes (its data-dependent ``NonZero`` ops keep it from being captured);
+- the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
+  frames it really needs, and builds the frame index and mask;
+- expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
+  the fixed input buffers of that ``(rows, frames)`` bucket's waveform session;
+- the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
+  is replayed. Waveform runs go one at a time on one thread of their own (the engine's
+  *graph lane*), which owns the buffers; fronts of other batches run meanwhile.
+
+Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
+reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
+samples, the durations being those of the fp32 front. Without CUDA (tests, or a graph that will
+not capture) the same stages run with dynamic shapes and no graphs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final, TypeVar
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from ttsfarm.voices import Voice
+from worker.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
+from worker.engine import (
+    PAD_ID,
+    EngineItem,
+    EngineOptions,
+    EngineOutOfMemory,
+    Scales,
+    filler_ids,
+    is_missing_fp16_plan,
+    is_out_of_memory,
+    warmup_ids,
+)
+from worker.precision import Precision, convert_to_fp16
+from worker.sessions import (
+    CUDA,
+    build_session,
+    providers_for,
+    session_options,
+    share_gpu_arena,
+    wants_cuda,
+)
+from worker.stages import (
+    AUDIO_OUTPUT,
+    EXPAND_INDEX,
+    EXPAND_LOG_STD,
+    EXPAND_MASK,
+    EXPAND_MEAN,
+    EXPAND_NOISE_SCALE,
+    VoiceStages,
+    extra_input,
+    split_voice,
+    with_fixed_inputs,
+)
+
+log = logging.getLogger(__name__)
+
+FRAME_BUCKETS: Final = (64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536)
+"""Decoder lengths (frames) a batch is padded up to on the GPU: one captured graph each per row
+bucket. A batch takes the smallest that holds its longest item's real frame count."""
+FRAME_STEP_PAST_BUCKETS: Final = 256
+FRAMES_PER_ID_AT_MOST: Final = 2.8
+"""Frames per phoneme id that :meth:`StagedEngine.prepare` captures graphs for (at length scale
+1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
+DEFAULT_MAX_GRAPHS: Final = 64
+"""Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
+GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"), ("arena_extend_strategy", "kSameAsRequested"))
+"""Each waveform session keeps its own arena, sized to its bucket: a captured graph's memory
+must belong to it alone, since replays write to the addresses captured."""
+
+T = TypeVar("T")
+
+
+def frame_bucket(frames: int) -> int:
+    for size in FRAME_BUCKETS:
+        if size >= frames:
+            return size
+    return round_up(frames, FRAME_STEP_PAST_BUCKETS)
+
+
+def row_bucket(rows: int) -> int:
+    return bucket_for(rows, 1, 1.0).rows
+
+
+@dataclass
+class WaveformSlot:
+    """One ``(rows, frames)`` shape of the waveform stage: a session and its fixed buffers."""
+
+    session: ort.InferenceSession
+    binding: Any
+    inputs: dict[str, ort.OrtValue]
+    output: ort.OrtValue
+    fp32: bool
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class FrontResult:
+    """What the front stage hands to expand: device values, and the durations on the host."""
+
+    mean_t: ort.OrtValue
+    log_std_t: ort.OrtValue
+    extras: dict[str, ort.OrtValue]
+    durations: np.ndarray
+    """Frames per phoneme, ``(rows, ids)``, int64."""
+
+
+class StagedEngine:
+    """Same interface as :class:`worker.engine.Engine`; see the module docstring."""
+
+    def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
+        self.voice = voice
+        self.options = options = options or EngineOptions()
+        use_cuda = wants_cuda(options.provider)
+        self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
+        self.buckets = self.graphs = use_cuda
+        self.sessions_built = 0
+        self.session_seconds = 0.0
+        self.capture_seconds = 0.0
+        self.frame_overflows = 0
+        self.precision_fallbacks = 0
+        self.last_bucket: Bucket | None = None
+        self.warmup_seconds = 0.0
+        started = time.perf_counter()
+        stages = split_voice(onnx.load(str(voice.model_path)))
+        self.stages: VoiceStages = stages
+        self._waveform_fp32 = stages.waveform
+        half = self.precision == "fp16"
+        self._waveform = convert_to_fp16(stages.waveform, whole_graph=True) if half else None
+        self.split_seconds = time.perf_counter() - started
+        self._device = "cuda" if use_cuda else "cpu"
+        self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
+        self._graph_providers = providers_for(
+            use_cuda, options.device_id, (*options.cuda_options, *GRAPH_OPTIONS)
+        )
+        shared = use_cuda and share_gpu_arena(options.device_id)
+        self._front_options = session_options(options.cpu_threads, shared, options.profile_prefix)
+        self._own_arena_options = session_options(options.cpu_threads, False, options.profile_prefix)
+        self._lock = threading.Lock()
+        self._fronts: OrderedDict[tuple[int, int] | None, ort.InferenceSession] = OrderedDict()
+        self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
+        self._building: dict[object, threading.Lock] = {}
+        self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
+        self._lane = ThreadPoolExecutor(1, thread_name_prefix="ttsfarm-graphs") if self.graphs else None
+        self._expand = self._build(stages.expand.SerializeToString(), self._front_options, self._providers)
+        self._waveform_dynamic: ort.InferenceSession | None = None
+        first = self._front(self._front_key(1, len(warmup_ids(voice))))
+        self._input_names = {i.name for i in first.get_inputs()}
+        self.provider: str = first.get_providers()[0]
+        log.info(
+            "voice %s loaded on %s (%s, staged%s)",
+            voice.name,
+            self.provider,
+            self.precision,
+            ", CUDA graphs" if self.graphs else "",
+        )
+        if options.warmup:
+            started = time.perf_counter()
+            self.run([EngineItem(warmup_ids(voice))], self.default_scales())
+            self.warmup_seconds = time.perf_counter() - started
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider == CUDA
+
+    def limit_runs(self, runs: int) -> None:
+        """Allow ``runs`` front runs at once from now on; call it while none is running."""
+        self._run_slots = threading.BoundedSemaphore(max(runs, 1))
+
+    def default_scales(self) -> Scales:
+        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+
+    def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
+        """Rows and phoneme ids a batch of these item lengths is computed as."""
+        key = self._front_key(len(lengths), max(lengths))
+        return key if key else (len(lengths), max(lengths))
+
+    def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
+        """Build the front sessions and capture the waveform graphs for these batch sizes."""
+        if not self.graphs:
+            return 0
+        done = 0
+        scales = Scales(0.0, 1.0, 0.0)
+        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
+        for rows in sorted({row_bucket(size) for size in batch_sizes}):
+            for ids in (size for size in ID_BUCKETS if size <= max_ids):
+                self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
+                done += 1
+            for frames in (size for size in FRAME_BUCKETS if size <= top):
+                self._on_lane(partial(self._capture, rows, frames))
+                done += 1
+        return done
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        """Synthesize a batch; one float32 waveform per item, ``sum(durations) * hop`` long."""
+        if not items:
+            return []
+        longest = max(len(item.phoneme_ids) for item in items)
+        estimate = bucket_for(len(items), longest, scales.length_scale)
+        if len(items) > 1 and row_bucket(len(items)) * estimate.frames > self.options.max_batch_frames:
+            middle = len(items) // 2
+            return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+        try:
+            with self._run_slots:
+                front = self._run_front(items, scales)
+            samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
+            audio = self._on_lane(lambda: self._run_waveform(front, scales.noise_scale))
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if is_out_of_memory(error):
+                raise EngineOutOfMemory(str(error)) from error
+            raise
+        return [audio[row, : samples[row]].copy() for row in range(len(items))]
+
+    def end_profiling(self) -> list[str]:
+        if not self.options.profile_prefix:
+            return []
+        sessions = [*self._fronts.values(), *(slot.session for slot in self._slots.values())]
+        return [str(session.end_profiling()) for session in sessions]
+
+    # front
+
+    def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
+        if not self.graphs:
+            return None
+        bucket = bucket_for(rows, longest, 1.0)
+        return bucket.rows, bucket.ids
+
+    def _run_front(self, items: Sequence[EngineItem], scales: Scales) -> FrontResult:
+        lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
+        key = self._front_key(len(items), int(lengths.max()))
+        rows, width = key if key else (len(items), int(lengths.max()))
+        shortest = int(np.argmin(lengths))
+        ids = np.full((rows, width), PAD_ID, dtype=np.int64)
+        all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
+        all_lengths[: len(items)] = lengths
+        for row in range(rows):
+            source = items[row] if row < len(items) else items[shortest]  # spare rows: discarded
+            ids[row, : all_lengths[row]] = source.phoneme_ids
+        feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
+        if "sid" in self._input_names:
+            sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
+            feeds["sid"] = np.array(sids, dtype=np.int64)
+        session = self._front(key)
+        binding = session.io_binding()
+        for name, value in feeds.items():
+            if name in self._input_names:
+                binding.bind_cpu_input(name, value)
+        names = self.stages.names
+        on_device = [names.mean_t, names.log_std_t, *names.extras]
+        for name in on_device:
+            binding.bind_output(name, self._device, self.options.device_id)
+        binding.bind_output(names.durations, "cpu")
+        session.run_with_iobinding(binding)
+        values = binding.get_outputs()
+        durations = values[-1].numpy().reshape(rows, width).astype(np.int64)
+        extras = dict(zip(names.extras, values[2:-1], strict=True))
+        return FrontResult(values[0], values[1], extras, durations)
+
+    def _front(self, key: tuple[int, int] | None) -> ort.InferenceSession:
+        def make() -> ort.InferenceSession:
+            model = self.stages.front
+            if key is not None:
+                rows, ids = key
+                dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
+                model = with_fixed_inputs(model, dims)
+            return self._build(model.SerializeToString(), self._front_options, self._providers)
+
+        return self._cached(self._fronts, key, make)
+
+    # waveform (on the graph lane when there is one)
+
+    def _on_lane(self, work: Callable[[], T]) -> T:
+        if self._lane is None:
+            return work()
+        return self._lane.submit(work).result()
+
+    def _run_waveform(self, front: FrontResult, noise_scale: float) -> np.ndarray:
+        rows, width = front.durations.shape
+        frames_needed = max(int(front.durations.sum(axis=1).max()), 1)
+        frames = frame_bucket(frames_needed) if self.graphs else frames_needed
+        index = np.empty((rows, frames), dtype=np.int64)
+        mask = np.zeros((rows, 1, frames), dtype=np.float32)
+        for row in range(rows):
+            spoken = np.repeat(np.arange(width, dtype=np.int64), front.durations[row])
+            index[row, : len(spoken)] = spoken + row * width
+            index[row, len(spoken) :] = row * width
+            mask[row, 0, : len(spoken)] = 1.0
+        self.last_bucket = Bucket(rows, width, frames)
+        expand = self._expand.io_binding()
+        expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
+        expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
+        expand.bind_cpu_input(EXPAND_INDEX, index)
+        expand.bind_cpu_input(EXPAND_MASK, mask)
+        expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
+        for name, value in front.extras.items():
+            expand.bind_ortvalue_input(extra_input(name), value)
+        if not self.graphs:
+            return self._run_dynamic(expand)
+        slot = self._slot(rows, frames)
+        for name, buffer in slot.inputs.items():
+            expand.bind_ortvalue_output(name, buffer)
+        self._expand.run_with_iobinding(expand)
+        self._replay(slot, rows, frames)
+        return np.asarray(slot.output.numpy()).reshape(rows, -1)
+
+    def _run_dynamic(self, expand: Any) -> np.ndarray:
+        names = self.stages.names
+        outputs = [names.prior, names.mask, *names.extras]
+        for name in outputs:
+            expand.bind_output(name, self._device, self.options.device_id)
+        self._expand.run_with_iobinding(expand)
+        if self._waveform_dynamic is None:
+            model = self._waveform or self._waveform_fp32
+            built = self._build(model.SerializeToString(), self._front_options, self._providers)
+            self._waveform_dynamic = built
+        binding = self._waveform_dynamic.io_binding()
+        for name, value in zip(outputs, expand.get_outputs(), strict=True):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output(AUDIO_OUTPUT, "cpu")
+        self._waveform_dynamic.run_with_iobinding(binding)
+        audio = binding.get_outputs()[0].numpy()
+        return np.asarray(audio).reshape(audio.shape[0], -1)
+
+    def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> None:
+        """Run the slot's session: the first runs capture its graph, later ones replay it."""
+        try:
+            slot.session.run_with_iobinding(slot.binding)
+            slot.runs += 1
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if slot.fp32 or not is_missing_fp16_plan(error):
+                raise
+            first_line = str(error).splitlines()[0][:200]
+            log.warning("no fp16 plan for %d x %d frames, it runs fp32: %s", rows, frames, first_line)
+            self.precision_fallbacks += 1
+            fp32 = self._new_slot(rows, frames, fp32=True)
+            fp32.binding = fp32.session.io_binding()
+            self._bind_slot(fp32)
+            for name, buffer in slot.inputs.items():  # expand already wrote this batch's input
+                fp32.inputs[name].update_inplace(buffer.numpy())
+            with self._lock:
+                self._slots[(rows, frames)] = fp32
+            fp32.session.run_with_iobinding(fp32.binding)
+            fp32.runs += 1
+
+    def _capture(self, rows: int, frames: int) -> None:
+        """Capture the ``(rows, frames)`` graph ahead of use (on the lane)."""
+        slot = self._slot(rows, frames)
+        started = time.perf_counter()
+        while slot.runs < 2:
+            self._replay(slot, rows, frames)
+            slot = self._slots[(rows, frames)]
+        self.capture_seconds += time.perf_counter() - started
+
+    def _slot(self, rows: int, frames: int) -> WaveformSlot:
+        return self._cached(self._slots, (rows, frames), lambda: self._new_slot(rows, frames, fp32=False))
+
+    def _new_slot(self, rows: int, frames: int, fp32: bool) -> WaveformSlot:
+        names = self.stages.names
+        model = self._waveform_fp32 if fp32 or self._waveform is None else self._waveform
+        dims: dict[str, tuple[int, ...]] = {
+            names.prior: (rows, names.channels, frames),
+            names.mask: (rows, 1, frames),
+        }
+        for value in model.graph.input:
+            if value.name in names.extras:
+                shape = value.type.tensor_type.shape.dim
+                dims[value.name] = (rows, *(dim.dim_value or 1 for dim in shape[1:]))
+        fixed = with_fixed_inputs(model, dims)
+        session = self._build(fixed.SerializeToString(), self._own_arena_options, self._graph_providers)
+        device = self.options.device_id
+        inputs = {
+            name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, self._device, device)
+            for name, shape in dims.items()
+        }
+        output = ort.OrtValue.ortvalue_from_shape_and_type(
+            [rows, 1, frames * self.voice.hop_length], np.float32, self._device, device
+        )
+        slot = WaveformSlot(session, None, inputs, output, fp32)
+        self._bind_slot(slot)
+        return slot
+
+    @staticmethod
+    def _bind_slot(slot: WaveformSlot) -> None:
+        binding = slot.session.io_binding()
+        for name, buffer in slot.inputs.items():
+            binding.bind_ortvalue_input(name, buffer)
+        binding.bind_ortvalue_output(AUDIO_OUTPUT, slot.output)
+        slot.binding = binding
+
+    # sessions
+
+    def _cached(self, cache: OrderedDict[Any, T], key: Any, make: Callable[[], T]) -> T:
+        """The cached value for ``key``, made on first use; a build holds only its key's lock."""
+        with self._lock:
+            if key in cache:
+                cache.move_to_end(key)
+                return cache[key]
+            building = self._building.setdefault((id(cache), key), threading.Lock())
+        with building:
+            with self._lock:
+                if key in cache:
+                    return cache[key]
+            value = make()
+            with self._lock:
+                cache[key] = value
+                self._building.pop((id(cache), key), None)
+                while len(cache) > max(self.options.max_sessions, 1):
+                    evicted, _ = cache.popitem(last=False)
+                    log.info("voice %s: dropped the stage session of %s", self.voice.name, evicted)
+        return value
+
+    def _build(self, model: bytes, options: ort.SessionOptions, providers: list[Any]) -> ort.InferenceSession:
+        started = time.perf_counter()
+        session = build_session(model, options, providers)
+        with self._lock:
+            self.sessions_built += 1
+            self.session_seconds += time.perf_counter() - started
+        return session
