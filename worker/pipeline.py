@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -63,11 +64,40 @@ class Synthesizer:
         self.frontend = frontend or TextFrontend()
         self.voices_dir = voices_dir
         self.temp_dir = temp_dir
+        self._preloads: dict[str, threading.Thread] = {}
+        self._preloads_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the batcher and the text processes; jobs still running fail."""
+        with self._preloads_lock:
+            preloads = list(self._preloads.values())
+        for thread in preloads:  # an engine still loading finishes first: no exit mid-build
+            thread.join()
         self.batcher.close()
         self.frontend.close()
+
+    def preload(self, voice: Voice) -> None:
+        """Start loading the voice's engine in the background, once per voice.
+
+        Building its session takes seconds and mostly runs outside the GIL, so the text is
+        segmented meanwhile instead of after. A load that fails is left to the batch that needs
+        the engine: it loads again and fails with the error, as without a preload.
+        """
+        key = str(voice.model_path)
+        with self._preloads_lock:
+            if key in self._preloads:
+                return
+            thread = threading.Thread(
+                target=self._load_quietly, args=(voice,), name="ttsfarm-preload", daemon=True
+            )
+            self._preloads[key] = thread
+        thread.start()
+
+    def _load_quietly(self, voice: Voice) -> None:
+        try:
+            self.batcher.engine(voice)
+        except Exception as error:  # reported by the batch that needs the engine
+            log.debug("preloading voice %s failed: %s", voice.name, error)
 
     def voice(self, name_or_path: str) -> Voice:
         return resolve_voice(name_or_path, self.voices_dir)
@@ -100,8 +130,9 @@ class Synthesizer:
         """Speak ``request.text`` and store the encoded audio under ``key``.
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
-        wait for the whole text to be phonemized."""
-        voice, segments = self._stream(request)
+        wait for the whole text to be phonemized. The voice's engine starts loading before the
+        first segment is made."""
+        voice, segments = self._stream(request, preload=True)
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=self.temp_dir) as folder:
             encoded = Path(folder) / f"speech.{request.format}"
             writer = SegmentWriter(encoded, voice.sample_rate, request.format)
@@ -127,12 +158,14 @@ class Synthesizer:
             segments=tuple(writer.timings),
         )
 
-    def _stream(self, request: JobRequest) -> tuple[Voice, Iterator[Segment]]:
+    def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
         """Check the request, then segment its text lazily; the first segment is made here,
         so a text with nothing to speak fails before anything else happens."""
         voice = self.voice(request.options.voice)
         voice.speaker_id(request.options.speaker)
         self.scales(voice, request.options)
+        if preload:
+            self.preload(voice)
         segments = self.frontend.segments(voice, request.text)
         first = next(segments, None)
         if first is None:

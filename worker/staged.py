@@ -130,7 +130,9 @@ class StagedEngine:
         self.options = options = options or EngineOptions()
         use_cuda = wants_cuda(options.provider)
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
-        self.buckets = self.graphs = use_cuda
+        self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
+        self.graphs = use_cuda and self.buckets
+        """Waveform buckets are captured as CUDA graphs; without CUDA they run as plain sessions."""
         self.sessions_built = 0
         self.session_seconds = 0.0
         self.capture_seconds = 0.0
@@ -147,9 +149,8 @@ class StagedEngine:
         self.split_seconds = time.perf_counter() - started
         self._device = "cuda" if use_cuda else "cpu"
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
-        self._graph_providers = providers_for(
-            use_cuda, options.device_id, (*options.cuda_options, *GRAPH_OPTIONS)
-        )
+        graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
+        self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
         shared = use_cuda and share_gpu_arena(options.device_id)
         self._front_options = session_options(options.cpu_threads, shared, options.profile_prefix)
         self._own_arena_options = session_options(options.cpu_threads, False, options.profile_prefix)
@@ -158,7 +159,7 @@ class StagedEngine:
         self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
         self._building: dict[object, threading.Lock] = {}
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
-        self._lane = ThreadPoolExecutor(1, thread_name_prefix="ttsfarm-graphs") if self.graphs else None
+        self._lane = ThreadPoolExecutor(1, thread_name_prefix="ttsfarm-graphs") if self.buckets else None
         self._expand = self._build(stages.expand.SerializeToString(), self._front_options, self._providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._front(self._front_key(1, len(warmup_ids(voice))))
@@ -194,7 +195,7 @@ class StagedEngine:
 
     def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
         """Build the front sessions and capture the waveform graphs for these batch sizes."""
-        if not self.graphs:
+        if not self.buckets:
             return 0
         done = 0
         scales = Scales(0.0, 1.0, 0.0)
@@ -237,7 +238,7 @@ class StagedEngine:
     # front
 
     def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
-        if not self.graphs:
+        if not self.buckets:
             return None
         bucket = bucket_for(rows, longest, 1.0)
         return bucket.rows, bucket.ids
@@ -294,7 +295,7 @@ class StagedEngine:
     def _run_waveform(self, front: FrontResult, noise_scale: float) -> np.ndarray:
         rows, width = front.durations.shape
         frames_needed = max(int(front.durations.sum(axis=1).max()), 1)
-        frames = frame_bucket(frames_needed) if self.graphs else frames_needed
+        frames = frame_bucket(frames_needed) if self.buckets else frames_needed
         index = np.empty((rows, frames), dtype=np.int64)
         mask = np.zeros((rows, 1, frames), dtype=np.float32)
         for row in range(rows):
@@ -311,7 +312,7 @@ class StagedEngine:
         expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
         for name, value in front.extras.items():
             expand.bind_ortvalue_input(extra_input(name), value)
-        if not self.graphs:
+        if not self.buckets:
             return self._run_dynamic(expand)
         slot = self._slot(rows, frames)
         for name, buffer in slot.inputs.items():
@@ -382,16 +383,23 @@ class StagedEngine:
             if value.name in names.extras:
                 shape = value.type.tensor_type.shape.dim
                 dims[value.name] = (rows, *(dim.dim_value or 1 for dim in shape[1:]))
-        fixed = with_fixed_inputs(model, dims)
-        session = self._build(fixed.SerializeToString(), self._own_arena_options, self._graph_providers)
+        fixed = with_fixed_inputs(model, dims).SerializeToString()
+        try:
+            session = self._build(fixed, self._own_arena_options, self._graph_providers)
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if not self.graphs or is_out_of_memory(error):
+                raise
+            log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
+            self.graphs, self._graph_providers = False, self._providers
+            session = self._build(fixed, self._own_arena_options, self._graph_providers)
         device = self.options.device_id
         inputs = {
             name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, self._device, device)
             for name, shape in dims.items()
         }
-        output = ort.OrtValue.ortvalue_from_shape_and_type(
-            [rows, 1, frames * self.voice.hop_length], np.float32, self._device, device
-        )
+        rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
+        audio_shape = [rows, *[1] * (rank - 2), frames * self.voice.hop_length]
+        output = ort.OrtValue.ortvalue_from_shape_and_type(audio_shape, np.float32, self._device, device)
         slot = WaveformSlot(session, None, inputs, output, fp32)
         self._bind_slot(slot)
         return slot

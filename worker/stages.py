@@ -108,6 +108,8 @@ def split_voice(model: onnx.ModelProto) -> VoiceStages:
     front = extractor.extract_model(list(inputs), [mean_t, log_std_t, durations, *extras])
     waveform = extractor.extract_model([prior, mask, *extras], [AUDIO_OUTPUT])
     _check_closed(waveform, "waveform")
+    _name_dims(waveform, {prior: ("rows", channels, "frames"), mask: ("rows", 1, "frames")})
+    _name_dims(front, {mean_t: ("rows", "ids", channels), log_std_t: ("rows", "ids", channels)})
     return VoiceStages(front, expand_model(names, front), waveform, names, inputs)
 
 
@@ -201,6 +203,19 @@ def _channels(model: onnx.ModelProto, mean_t: str) -> int:
             if len(dims) == 3 and dims[2].HasField("dim_value"):
                 return int(dims[2].dim_value)
     raise UnsupportedGraph(f"no static channel count for {mean_t}")
+
+
+def _name_dims(model: onnx.ModelProto, dims: Mapping[str, Sequence[int | str]]) -> None:
+    """Give the stage's inputs and outputs at the cuts their shapes (inference leaves some out)."""
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.name in dims:
+            shape = value.type.tensor_type.shape
+            del shape.dim[:]
+            for size in dims[value.name]:
+                if isinstance(size, int):
+                    shape.dim.add().dim_value = size
+                else:
+                    shape.dim.add().dim_param = size
 
 
 def _check_closed(model: onnx.ModelProto, stage: str) -> None:
