@@ -1,6 +1,8 @@
 """Engine v2 (staged, CUDA graphs) against the single-session engine, side by side in one run.
 
-    python benchmarks/engine_v2.py --out DIR [--budget 420] [--sizes 8 32 64]
+    python benchmarks/engine_v2.py --engine v2 --out DIR [--budget 420] [--sizes 8 32 64]
+    python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
+    python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
     python benchmarks/engine_v2.py --out DIR --smoke      # tiny, on the CPU
 
 Sections, each saved to DIR/engine_v2.json as soon as it is done:
@@ -144,7 +146,7 @@ def quality(engines: dict[str, VoiceEngine], out: Path, smoke: bool) -> dict[str
     voice = next(iter(engines.values())).voice
     phonemizer = Phonemizer(voice)
     found: dict[str, Any] = {}
-    with tarfile.open(out / "quality.tar", "w") as tar:
+    with tarfile.open(out / f"quality-{next(iter(engines))}.tar", "w") as tar:
         for name, engine in engines.items():
             items = [EngineItem(phonemizer.ids(text)) for text in texts]
             waves = engine.run(items, engine.default_scales())
@@ -159,16 +161,35 @@ def quality(engines: dict[str, VoiceEngine], out: Path, smoke: bool) -> dict[str
     return found
 
 
+def compare(paths: list[Path]) -> None:
+    """Print the engine series of several result files side by side."""
+    found = {path.stem: json.loads(path.read_text()) for path in paths}
+    print("| series | " + " | ".join(f"{name} audio s/s | P50 / P99 ms" for name in found) + " |")
+    print("|---|" + "---|---|" * len(found))
+    series = sorted({key for data in found.values() for key in data if key.startswith("engine ")})
+    for key in sorted(series, key=lambda k: (int(k.split()[1][1:]), k)):
+        cells = []
+        for data in found.values():
+            result = data.get(key, {}).get("result") or {}
+            cells += [str(result.get("audio_per_s")), f"{result.get('p50_ms')} / {result.get('p99_ms')}"]
+        print(f"| {key[7:]} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--engine", choices=["v1", "v2"], default="v2")
     parser.add_argument("--budget", type=float, default=420.0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
+    parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.compare)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
-    results = Results(args.out / "engine_v2.json", args.budget)
+    results = Results(args.out / f"engine_{args.engine}.json", args.budget)
     provider = "cpu" if args.smoke else "cuda"
     voice = resolve_voice("joe")
     items = corpus_items(voice, CORPUS.read_text())
@@ -176,10 +197,12 @@ def main() -> None:
         items, args.sizes, args.copies = items[:6], [2], 1
     results.section("environment", lambda: {"onnxruntime": ort.__version__, "gpu_mib": gpu_memory_mib()})
     engines: dict[str, VoiceEngine] = {}
+    options = EngineOptions(provider=provider, concurrent_runs=THREADS)
+    kind = StagedEngine if args.engine == "v2" else Engine
 
-    def load(name: str, build: Callable[[], VoiceEngine]) -> dict[str, Any]:
+    def load() -> dict[str, Any]:
         started = time.perf_counter()
-        engine = engines[name] = build()
+        engine = engines[args.engine] = kind(voice, options)
         loaded = time.perf_counter() - started
         prepared = engine.prepare(args.sizes)
         return {
@@ -194,17 +217,14 @@ def main() -> None:
             "gpu_mib": gpu_memory_mib(),
         }
 
-    options = EngineOptions(provider=provider, concurrent_runs=THREADS)
-    results.section("load v2", lambda: load("v2", lambda: StagedEngine(voice, options)))
-    results.section("load v1", lambda: load("v1", lambda: Engine(voice, options)))
+    results.section("load", load)
     exact = EngineOptions(provider=provider, precision="fp32", shape_buckets=True)
     results.section("accuracy", lambda: accuracy(engines, Engine(voice, exact), items))
+    engine = engines[args.engine]
     for size in args.sizes:
         for threads in (THREADS, 1):
-            for name, engine in engines.items():
-                batches = grouped_batches(items, size, args.copies)
-                series = partial(throughput, engine, batches, threads)
-                results.section(f"engine b{size} t{threads} {name}", series)
+            batches = grouped_batches(items, size, args.copies)
+            results.section(f"engine b{size} t{threads}", partial(throughput, engine, batches, threads))
     results.section("quality", lambda: quality(engines, args.out, args.smoke))
     results.section("after", lambda: {"gpu_mib": gpu_memory_mib()})
 

@@ -21,9 +21,16 @@ CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
 """``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
 even with one shape per session (docs/benchmarks.md)."""
 SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
+INITIALIZERS_OFF_ARENA_CONFIG: Final = "session.use_device_allocator_for_initializers"
+
+ArenaUser = Literal["buckets", "graphs"]
+"""Who shares a device's arena: the single-session engine's bucket sessions, which run at
+once from several threads, or the staged engine's captured waveform graphs, which run one at a
+time on the device's graph lane. The two cannot share: a replayed graph writes to the addresses
+it was captured with, which the arena may since have lent to a run in another thread."""
 
 _arena_lock = threading.Lock()
-_shared_arena_devices: set[int] = set()
+_shared_arena_devices: dict[int, ArenaUser] = {}
 
 
 def cpu_count() -> int:
@@ -63,15 +70,16 @@ def providers_for(use_cuda: bool, device_id: int, cuda_options: Sequence[tuple[s
     return [(CUDA, options), CPU]
 
 
-def share_gpu_arena(device_id: int) -> bool:
-    """Register one CUDA memory arena per device that every session of this process shares.
+def share_gpu_arena(device_id: int, user: ArenaUser = "buckets") -> bool:
+    """Register one CUDA memory arena per device that the ``user``'s sessions share.
 
     With one session per shape bucket, per-session arenas would each grow to their bucket's peak;
-    a shared one grows only to the largest single batch. False if this build cannot do it.
+    a shared one grows only to the largest single batch. False if this build cannot do it, or if
+    the other kind of user has the device's arena already (see :data:`ArenaUser`).
     """
     with _arena_lock:
         if device_id in _shared_arena_devices:
-            return True
+            return _shared_arena_devices[device_id] == user
         try:
             info = ort.OrtMemoryInfo(
                 "Cuda", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, device_id, ort.OrtMemType.DEFAULT
@@ -81,14 +89,18 @@ def share_gpu_arena(device_id: int) -> bool:
         except Exception as error:  # onnxruntime raises its own untyped errors
             log.warning("no shared GPU arena (%s): each session keeps its own", error)
             return False
-        _shared_arena_devices.add(device_id)
+        _shared_arena_devices[device_id] = user
         return True
 
 
 def session_options(
-    cpu_threads: int, shared_arena: bool, profile_prefix: str | None = None
+    cpu_threads: int, shared_arena: bool, profile_prefix: str | None = None, weights_off_arena: bool = False
 ) -> ort.SessionOptions:
-    """Options for every session of a voice; ``cpu_threads`` 0 means one per core."""
+    """Options for every session of a voice; ``cpu_threads`` 0 means one per core.
+
+    ``weights_off_arena`` allocates the weights outside the (shared) arena, so that the arena
+    holds only what runs need while they run.
+    """
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = cpu_threads or cpu_count()
@@ -96,6 +108,8 @@ def session_options(
     options.log_severity_level = 3
     if shared_arena:
         options.add_session_config_entry(SHARED_ARENA_CONFIG, "1")
+    if weights_off_arena:
+        options.add_session_config_entry(INITIALIZERS_OFF_ARENA_CONFIG, "1")
     if profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix

@@ -81,9 +81,27 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
-GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"), ("arena_extend_strategy", "kSameAsRequested"))
-"""Each waveform session keeps its own arena, sized to its bucket: a captured graph's memory
-must belong to it alone, since replays write to the addresses captured."""
+GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
+SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
+"""Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
+(and says when it has none in fp16) outside the capture."""
+
+_lanes: dict[int, ThreadPoolExecutor] = {}
+_lanes_lock = threading.Lock()
+
+
+def graph_lane(device_id: int) -> ThreadPoolExecutor:
+    """The one thread that runs every waveform graph of this process on ``device_id``.
+
+    Captured graphs share one arena: a replay writes to the addresses it was captured with, so
+    no two may run at once, and nothing else may allocate from that arena (see
+    ``worker.sessions.ArenaUser``). Weights live outside it.
+    """
+    with _lanes_lock:
+        if device_id not in _lanes:
+            _lanes[device_id] = ThreadPoolExecutor(1, thread_name_prefix=f"ttsfarm-graphs{device_id}")
+        return _lanes[device_id]
+
 
 T = TypeVar("T")
 
@@ -151,15 +169,20 @@ class StagedEngine:
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
         self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
-        shared = use_cuda and share_gpu_arena(options.device_id)
-        self._front_options = session_options(options.cpu_threads, shared, options.profile_prefix)
-        self._own_arena_options = session_options(options.cpu_threads, False, options.profile_prefix)
+        self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
+        shared = self.graphs and share_gpu_arena(options.device_id, "graphs")
+        if self.graphs and not shared:
+            log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
+        self._graph_options = session_options(options.cpu_threads, shared, options.profile_prefix, True)
+        self._skip_capture = ort.RunOptions()
+        for key, value in SKIP_CAPTURE:
+            self._skip_capture.add_run_config_entry(key, value)
         self._lock = threading.Lock()
         self._fronts: OrderedDict[tuple[int, int] | None, ort.InferenceSession] = OrderedDict()
         self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
         self._building: dict[object, threading.Lock] = {}
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
-        self._lane = ThreadPoolExecutor(1, thread_name_prefix="ttsfarm-graphs") if self.buckets else None
+        self._lane = graph_lane(options.device_id) if self.buckets else None
         self._expand = self._build(stages.expand.SerializeToString(), self._front_options, self._providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._front(self._front_key(1, len(warmup_ids(voice))))
@@ -318,7 +341,7 @@ class StagedEngine:
         for name, buffer in slot.inputs.items():
             expand.bind_ortvalue_output(name, buffer)
         self._expand.run_with_iobinding(expand)
-        self._replay(slot, rows, frames)
+        slot = self._replay(slot, rows, frames)
         return np.asarray(slot.output.numpy()).reshape(rows, -1)
 
     def _run_dynamic(self, expand: Any) -> np.ndarray:
@@ -339,34 +362,38 @@ class StagedEngine:
         audio = binding.get_outputs()[0].numpy()
         return np.asarray(audio).reshape(audio.shape[0], -1)
 
-    def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> None:
-        """Run the slot's session: the first runs capture its graph, later ones replay it."""
+    def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
+        """Run the slot's session; returns the slot that ran (an fp32 one if fp16 has no plan).
+
+        With graphs, the first run is not captured: cuDNN builds its plans then (and says if it
+        has none in fp16) outside any capture. The second run captures, later ones replay.
+        """
         try:
-            slot.session.run_with_iobinding(slot.binding)
+            if self.graphs and slot.runs == 0:
+                slot.session.run_with_iobinding(slot.binding, self._skip_capture)
+            else:
+                slot.session.run_with_iobinding(slot.binding)
             slot.runs += 1
+            return slot
         except Exception as error:  # onnxruntime raises its own untyped errors
-            if slot.fp32 or not is_missing_fp16_plan(error):
+            if slot.fp32 or slot.runs or not is_missing_fp16_plan(error):
                 raise
             first_line = str(error).splitlines()[0][:200]
-            log.warning("no fp16 plan for %d x %d frames, it runs fp32: %s", rows, frames, first_line)
-            self.precision_fallbacks += 1
-            fp32 = self._new_slot(rows, frames, fp32=True)
-            fp32.binding = fp32.session.io_binding()
-            self._bind_slot(fp32)
-            for name, buffer in slot.inputs.items():  # expand already wrote this batch's input
-                fp32.inputs[name].update_inplace(buffer.numpy())
-            with self._lock:
-                self._slots[(rows, frames)] = fp32
-            fp32.session.run_with_iobinding(fp32.binding)
-            fp32.runs += 1
+        log.warning("no fp16 plan for %d x %d frames, it runs fp32: %s", rows, frames, first_line)
+        self.precision_fallbacks += 1
+        fp32 = self._new_slot(rows, frames, fp32=True)
+        for name, buffer in slot.inputs.items():  # expand already wrote this batch's input there
+            fp32.inputs[name].update_inplace(buffer.numpy())
+        with self._lock:
+            self._slots[(rows, frames)] = fp32
+        return self._replay(fp32, rows, frames)
 
     def _capture(self, rows: int, frames: int) -> None:
         """Capture the ``(rows, frames)`` graph ahead of use (on the lane)."""
         slot = self._slot(rows, frames)
         started = time.perf_counter()
         while slot.runs < 2:
-            self._replay(slot, rows, frames)
-            slot = self._slots[(rows, frames)]
+            slot = self._replay(slot, rows, frames)
         self.capture_seconds += time.perf_counter() - started
 
     def _slot(self, rows: int, frames: int) -> WaveformSlot:
@@ -385,13 +412,13 @@ class StagedEngine:
                 dims[value.name] = (rows, *(dim.dim_value or 1 for dim in shape[1:]))
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
-            session = self._build(fixed, self._own_arena_options, self._graph_providers)
+            session = self._build(fixed, self._graph_options, self._graph_providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not self.graphs or is_out_of_memory(error):
                 raise
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
             self.graphs, self._graph_providers = False, self._providers
-            session = self._build(fixed, self._own_arena_options, self._graph_providers)
+            session = self._build(fixed, self._graph_options, self._graph_providers)
         device = self.options.device_id
         inputs = {
             name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, self._device, device)
