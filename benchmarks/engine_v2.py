@@ -42,10 +42,14 @@ import onnxruntime as ort
 import soundfile as sf
 
 from ttsfarm.voices import resolve_voice
+from worker.batcher import Batcher
 from worker.bench import corpus_items, gpu_memory_mib
+from worker.bench_e2e import end_to_end, rotated_texts
 from worker.engine import Engine, EngineItem, EngineOptions, Scales
 from worker.engines import VoiceEngine
+from worker.frontend import TextFrontend
 from worker.phonemes import Phonemizer
+from worker.pipeline import Synthesizer
 from worker.precision import log_mel_distance
 from worker.staged import StagedEngine
 
@@ -161,6 +165,23 @@ def quality(engines: dict[str, VoiceEngine], out: Path, smoke: bool) -> dict[str
     return found
 
 
+def in_process(engine: VoiceEngine, jobs: int, in_flight: int, runners: int) -> dict[str, Any]:
+    """Jobs through the worker's own pipeline in this process (no Celery, no Redis), FLAC."""
+    with (
+        Batcher(lambda voice: engine, max_batch=32, runners=runners, max_padded_ids=16_384) as batcher,
+        TextFrontend(processes=runners + 1) as frontend,
+    ):
+        synthesizer = Synthesizer(batcher, frontend)
+        result = end_to_end(synthesizer, rotated_texts(CORPUS.read_text(), jobs), in_flight, "flac")
+    return {
+        "jobs": jobs,
+        "audio_per_s": round(result.audio_per_second, 1),
+        "speech_per_s": round(result.speech_per_second, 1),
+        "mean_batch": round(result.mean_batch, 2),
+        "engine_busy": round(result.engine_seconds / result.wall_seconds, 3),
+    }
+
+
 def compare(paths: list[Path]) -> None:
     """Print the engine series of several result files side by side."""
     found = {path.stem: json.loads(path.read_text()) for path in paths}
@@ -182,6 +203,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=420.0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
+    parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
     args = parser.parse_args()
@@ -226,6 +248,10 @@ def main() -> None:
             batches = grouped_batches(items, size, args.copies)
             results.section(f"engine b{size} t{threads}", partial(throughput, engine, batches, threads))
     results.section("quality", lambda: quality(engines, args.out, args.smoke))
+    jobs = 4 if args.smoke else args.jobs
+    for in_flight in (2,) if args.smoke else (32, 64):
+        run = partial(in_process, engine, jobs, in_flight, 1 if args.smoke else THREADS)
+        results.section(f"in-process e2e {in_flight} in flight", run)
     results.section("after", lambda: {"gpu_mib": gpu_memory_mib()})
 
 

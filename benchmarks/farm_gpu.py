@@ -1,12 +1,15 @@
 """The farm end to end, as users run it: Redis, one `ttsfarm worker`, jobs from `Client`.
 
-For each engine kind in turn (``TTSFARM_ENGINE``): start a worker, time its start to "ready",
-warm it up with a round of jobs, then submit --jobs jobs at once (held-out prose, each job
-rotated to start at another sentence, FLAC to a local folder) and wait for all of them. Stored
-audio seconds per second is the audio of every job over the time from the first submit to the
-last job's finish, both taken from the job records. Starts its own Redis on --port.
+For each variant in turn (an engine kind, ``TTSFARM_ENGINE``, and optional settings after a
+colon, e.g. ``staged:TTSFARM_CONCURRENCY=32,TTSFARM_TEXT_PROCESSES=8``): start a worker, time
+its start to "ready", warm it up with a round of jobs, then submit --jobs jobs at once
+(held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
+wait for all of them. Stored audio seconds per second is the audio of every job over the time
+from the first submit to the last job's finish, both taken from the job records. Also
+reported: the worker's batcher counters (``celery inspect ttsfarm_stats``) and the CPU time of
+the worker and its text processes over the timed round. Starts its own Redis on --port.
 
-    python benchmarks/farm_gpu.py --out DIR --engines staged single --jobs 400
+    python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
     python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
 """
 
@@ -105,22 +108,53 @@ def run_jobs(client: Client, texts: list[str], audio_format: str) -> dict[str, A
     }
 
 
-def measure(kind: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
-    storage = folder / f"out-{kind}"
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """CPU time (user and system) so far of a process, and of its children (None without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    process = psutil.Process(pid)
+    own = process.cpu_times()
+    children = sum(t.user + t.system for t in (c.cpu_times() for c in process.children(recursive=True)))
+    return own.user + own.system, children
+
+
+def batcher_stats(client: Client) -> Any:
+    replies = client._app.control.inspect(timeout=5.0)._request("ttsfarm_stats")
+    return next(iter(replies.values()), None) if replies else None
+
+
+def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
+    kind, _, extra = variant.partition(":")
+    label = variant.replace(":", "-").replace(",", "-").replace("=", "")
+    storage = folder / f"out-{label}"
     env = {
         **os.environ,
         "TTSFARM_BROKER_URL": f"redis://127.0.0.1:{port}/0",
         "TTSFARM_STORAGE_URL": str(storage),
         "TTSFARM_ENGINE": kind,
         "PYTHONUNBUFFERED": "1",
+        **dict(pair.split("=", 1) for pair in extra.split(",") if pair),
     }
-    if args.concurrency:
-        env["TTSFARM_CONCURRENCY"] = str(args.concurrency)
-    worker, ready_s = start_worker(env, folder / f"worker-{kind}.log", args.smoke)
+    worker, ready_s = start_worker(env, folder / f"worker-{label}.log", args.smoke)
     try:
         client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
         warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
+        before_stats, before_cpu = batcher_stats(client), cpu_seconds(worker.pid)
         timed = run_jobs(client, job_texts(args.jobs, args.words), args.format)
+        after_stats, after_cpu = batcher_stats(client), cpu_seconds(worker.pid)
+        if before_cpu is not None and after_cpu is not None and timed["wall_s"]:
+            own, children = (
+                round((b - a) / timed["wall_s"], 2) for a, b in zip(before_cpu, after_cpu, strict=True)
+            )
+            timed["worker_cores"], timed["text_cores"] = own, children
+        if before_stats and after_stats:
+            batches = after_stats["batches"] - before_stats["batches"]
+            items = after_stats["items"] - before_stats["items"]
+            timed["batches"], timed["mean_batch"] = batches, round(items / max(batches, 1), 2)
+            busy = after_stats["busy_seconds"] - before_stats["busy_seconds"]
+            timed["engine_busy"] = round(busy / timed["wall_s"], 3) if timed["wall_s"] else None
         client.close()
     finally:
         worker.terminate()
@@ -130,7 +164,7 @@ def measure(kind: str, args: argparse.Namespace, port: int, folder: Path) -> dic
             worker.kill()
         redis.Redis(port=port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
-    log_tail = (folder / f"worker-{kind}.log").read_text(errors="replace").splitlines()
+    log_tail = (folder / f"worker-{label}.log").read_text(errors="replace").splitlines()
     engine_lines = [line for line in log_tail if "loaded on" in line or "engine ready" in line]
     return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-3:]}
 
@@ -138,12 +172,11 @@ def measure(kind: str, args: argparse.Namespace, port: int, folder: Path) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--engines", nargs="+", default=["staged", "single"])
+    parser.add_argument("--variants", nargs="+", default=["staged", "single"])
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=48)
     parser.add_argument("--words", type=int, default=JOB_WORDS)
     parser.add_argument("--format", default="flac")
-    parser.add_argument("--concurrency", type=int, default=0, help="jobs per worker; 0: the default")
     parser.add_argument("--port", type=int, default=6390)
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
@@ -155,7 +188,7 @@ def main() -> None:
     server = start_redis(args.redis_server, args.port)
     try:
         with tempfile.TemporaryDirectory(prefix="ttsfarm-farm-") as folder:
-            for kind in args.engines:
+            for kind in args.variants:
                 print(f"== {kind}", flush=True)
                 try:
                     results[kind] = measure(kind, args, args.port, Path(folder))
@@ -168,13 +201,17 @@ def main() -> None:
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
         server.terminate()
-    print("| engine | ready s | jobs | audio s | wall s | stored audio s/s |")
-    print("|---|---|---|---|---|---|")
+    columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
+    columns += " (worker / text)"
+    print(f"| variant | {columns} |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
         timed = found.get("timed", {})
         print(
             f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
-            f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} |"
+            f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
+            f"{timed.get('mean_batch')} | {timed.get('engine_busy')} | "
+            f"{timed.get('worker_cores')} / {timed.get('text_cores')} |"
         )
 
 

@@ -245,7 +245,8 @@ class StagedEngine:
             with self._run_slots:
                 front = self._run_front(items, scales)
             samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
-            audio = self._on_lane(lambda: self._run_waveform(front, scales.noise_scale))
+            plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
+            audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
@@ -315,18 +316,26 @@ class StagedEngine:
             return work()
         return self._lane.submit(work).result()
 
-    def _run_waveform(self, front: FrontResult, noise_scale: float) -> np.ndarray:
-        rows, width = front.durations.shape
-        frames_needed = max(int(front.durations.sum(axis=1).max()), 1)
+    def _frame_plan(self, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
+        rows, width = durations.shape
+        frames_needed = max(int(durations.sum(axis=1).max()), 1)
         frames = frame_bucket(frames_needed) if self.buckets else frames_needed
         index = np.empty((rows, frames), dtype=np.int64)
         mask = np.zeros((rows, 1, frames), dtype=np.float32)
         for row in range(rows):
-            spoken = np.repeat(np.arange(width, dtype=np.int64), front.durations[row])
+            spoken = np.repeat(np.arange(width, dtype=np.int64), durations[row])
             index[row, : len(spoken)] = spoken + row * width
             index[row, len(spoken) :] = row * width
             mask[row, 0, : len(spoken)] = 1.0
         self.last_bucket = Bucket(rows, width, frames)
+        return index, mask
+
+    def _run_waveform(
+        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
+    ) -> np.ndarray:
+        index, mask = plan
+        rows, frames = index.shape
         expand = self._expand.io_binding()
         expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
         expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
