@@ -247,6 +247,13 @@ def main() -> None:
         for threads in (THREADS, 1):
             batches = grouped_batches(items, size, args.copies)
             results.section(f"engine b{size} t{threads}", partial(throughput, engine, batches, threads))
+            stages = getattr(engine, "stage_seconds", None)
+            if stages is not None:
+                results.data[f"engine b{size} t{threads}"]["stage_seconds"] = {
+                    name: round(seconds, 3) for name, seconds in stages.items()
+                }
+                for name in stages:
+                    stages[name] = 0.0
     results.section("quality", lambda: quality(engines, args.out, args.smoke))
     jobs = 4 if args.smoke else args.jobs
     for in_flight in (2,) if args.smoke else (32, 64):

@@ -3,13 +3,14 @@
 For each variant in turn (an engine kind, ``TTSFARM_ENGINE``, and optional settings after a
 colon, e.g. ``staged:TTSFARM_CONCURRENCY=32,TTSFARM_TEXT_PROCESSES=8``): start a worker, time
 its start to "ready", warm it up with a round of jobs, then submit --jobs jobs at once
-(held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
+per GPU (held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
 from the first submit to the last job's finish, both taken from the job records. Also
 reported: the worker's batcher counters (``celery inspect ttsfarm_stats``) and the CPU time of
 the worker and its text processes over the timed round. Starts its own Redis on --port.
 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
+    python benchmarks/farm_gpu.py --out DIR --gpus 2 --variants staged   # one worker per GPU
     python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
 """
 
@@ -71,9 +72,11 @@ def start_redis(server: str, port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("redis did not start")
 
 
-def start_worker(env: dict[str, str], log_path: Path, smoke: bool) -> tuple[subprocess.Popen[bytes], float]:
+def start_worker(
+    env: dict[str, str], log_path: Path, smoke: bool, gpu: int = 0
+) -> tuple[subprocess.Popen[bytes], float]:
     started = time.monotonic()
-    where = ["--cpu"] if smoke else ["--gpu", "0"]
+    where = ["--cpu", "--hostname", f"ttsfarm-cpu{gpu}@%h"] if smoke else ["--gpu", str(gpu)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "ttsfarm", "worker", *where], env=env, stdout=log, stderr=log
@@ -120,9 +123,13 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
     return own.user + own.system, children
 
 
-def batcher_stats(client: Client) -> Any:
+def batcher_stats(client: Client) -> dict[str, float] | None:
+    """The workers' batcher counters, added up."""
     replies = client._app.control.inspect(timeout=5.0)._request("ttsfarm_stats")
-    return next(iter(replies.values()), None) if replies else None
+    if not replies:
+        return None
+    keys = ("batches", "items", "busy_seconds")
+    return {key: float(sum(reply[key] for reply in replies.values())) for key in keys}
 
 
 def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
@@ -137,13 +144,17 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
         "PYTHONUNBUFFERED": "1",
         **dict(pair.split("=", 1) for pair in extra.split(",") if pair),
     }
-    worker, ready_s = start_worker(env, folder / f"worker-{label}.log", args.smoke)
+    started = [
+        start_worker(env, folder / f"worker-{label}-{gpu}.log", args.smoke, gpu) for gpu in range(args.gpus)
+    ]
+    workers = [worker for worker, _ in started]
+    ready_s = max(seconds for _, seconds in started)
     try:
         client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
         warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
-        before_stats, before_cpu = batcher_stats(client), cpu_seconds(worker.pid)
-        timed = run_jobs(client, job_texts(args.jobs, args.words), args.format)
-        after_stats, after_cpu = batcher_stats(client), cpu_seconds(worker.pid)
+        before_stats, before_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
+        timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format)
+        after_stats, after_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
         if before_cpu is not None and after_cpu is not None and timed["wall_s"]:
             own, children = (
                 round((b - a) / timed["wall_s"], 2) for a, b in zip(before_cpu, after_cpu, strict=True)
@@ -154,17 +165,19 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
             items = after_stats["items"] - before_stats["items"]
             timed["batches"], timed["mean_batch"] = batches, round(items / max(batches, 1), 2)
             busy = after_stats["busy_seconds"] - before_stats["busy_seconds"]
-            timed["engine_busy"] = round(busy / timed["wall_s"], 3) if timed["wall_s"] else None
+            timed["engine_busy"] = round(busy / args.gpus / timed["wall_s"], 3) if timed["wall_s"] else None
         client.close()
     finally:
-        worker.terminate()
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
         redis.Redis(port=port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
-    log_tail = (folder / f"worker-{label}.log").read_text(errors="replace").splitlines()
+    log_tail = (folder / f"worker-{label}-0.log").read_text(errors="replace").splitlines()
     engine_lines = [line for line in log_tail if "loaded on" in line or "engine ready" in line]
     return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-3:]}
 
@@ -178,6 +191,7 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=JOB_WORDS)
     parser.add_argument("--format", default="flac")
     parser.add_argument("--port", type=int, default=6390)
+    parser.add_argument("--gpus", type=int, default=1, help="workers, one per GPU; --jobs is per GPU")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     args = parser.parse_args()

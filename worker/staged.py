@@ -158,6 +158,8 @@ class StagedEngine:
         self.precision_fallbacks = 0
         self.last_bucket: Bucket | None = None
         self.warmup_seconds = 0.0
+        self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
+        """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
         started = time.perf_counter()
         stages = split_voice(onnx.load(str(voice.model_path)))
         self.stages: VoiceStages = stages
@@ -242,8 +244,10 @@ class StagedEngine:
             middle = len(items) // 2
             return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
         try:
+            started = time.perf_counter()
             with self._run_slots:
                 front = self._run_front(items, scales)
+            self.stage_seconds["front"] += time.perf_counter() - started
             samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
             plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
             audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
@@ -349,9 +353,16 @@ class StagedEngine:
         slot = self._slot(rows, frames)
         for name, buffer in slot.inputs.items():
             expand.bind_ortvalue_output(name, buffer)
+        started = time.perf_counter()
         self._expand.run_with_iobinding(expand)
+        expanded = time.perf_counter()
         slot = self._replay(slot, rows, frames)
-        return np.asarray(slot.output.numpy()).reshape(rows, -1)
+        replayed = time.perf_counter()
+        audio = np.asarray(slot.output.numpy()).reshape(rows, -1)
+        self.stage_seconds["expand"] += expanded - started
+        self.stage_seconds["waveform"] += replayed - expanded
+        self.stage_seconds["copy"] += time.perf_counter() - replayed
+        return audio
 
     def _run_dynamic(self, expand: Any) -> np.ndarray:
         names = self.stages.names
