@@ -180,12 +180,14 @@ def worker(
         os.environ["TTSFARM_CONCURRENCY"] = str(concurrency)
     from worker.app import app, resources
     from worker.app import settings as worker_settings
+    from worker.local import worker_concurrency
 
     # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
     # signal handlers, and a worker that cannot load its model or storage would then fail every
     # job it takes. A setup error (bad setting, missing voice, no storage) stops it instead.
     resources.storage  # noqa: B018 - building them is the point
-    resources.synthesizer  # noqa: B018
+    engines = resources.synthesizer.batcher.engines
+    on_gpu = any(engine.on_gpu for engine in engines.values())
 
     name = hostname or (
         "ttsfarm-cpu@%h"
@@ -196,7 +198,7 @@ def worker(
         [
             "worker",
             "--pool=threads",
-            f"--concurrency={worker_settings.concurrency}",
+            f"--concurrency={worker_concurrency(worker_settings, on_gpu)}",
             f"--queues={worker_settings.queue}",
             f"--hostname={name}",
             f"--loglevel={loglevel}",

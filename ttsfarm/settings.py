@@ -77,8 +77,10 @@ class Settings:
     text_processes: int | None = None
     """Processes that segment and phonemize text; unset means up to 4 on a GPU and 0 on a
     CPU (0: each job segments in its own thread)."""
-    concurrency: int = 16
-    """Jobs one worker runs at a time; their segments share batches."""
+    concurrency: int | None = None
+    """Jobs one worker runs at a time; their segments share batches. Unset means 32 on a GPU
+    (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
+    and 16 on a CPU."""
     queue: str = "ttsfarm"
     visibility_timeout_seconds: int = 6 * 3600
     """Redis hands an unacknowledged job to another worker after this long: keep it above

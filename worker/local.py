@@ -36,6 +36,8 @@ GPU_MAX_PADDED_IDS: Final = 16_384
 GPU_RUNNERS: Final = 3
 GPU_CONCURRENT_RUNS: Final = 3
 GPU_TEXT_PROCESSES: Final = 4
+GPU_CONCURRENCY: Final = 32
+CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 
 
@@ -82,6 +84,13 @@ class BatchPolicy:
             concurrent_runs=pick(settings.concurrent_runs, defaults.concurrent_runs),
             text_processes=pick(settings.text_processes, defaults.text_processes),
         )
+
+
+def worker_concurrency(settings: Settings, on_gpu: bool) -> int:
+    """Jobs a farm worker runs at once: the setting, else the default for where it runs."""
+    if settings.concurrency is not None:
+        return settings.concurrency
+    return GPU_CONCURRENCY if on_gpu else CPU_CONCURRENCY
 
 
 def engine_options(settings: Settings) -> EngineOptions:
