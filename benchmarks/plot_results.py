@@ -65,16 +65,38 @@ def main() -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     axis.plot(sizes, series(best, "mixed", "p99_ms"), "o-", label="buckets + fp16")
     axis.plot(sizes, series(stock, "mixed", "p99_ms"), "o-", color="grey", label="stock fp32")
+    axis.set_ylabel("P99 latency per batch (ms)")
+    axis.set_title("joe-medium on one H200: P99 batch latency, mixed lengths")
+    save_batch_plot(figure, axis, sizes, "h200-p99-latency.png")
+    engine_v2_plot()
+
+
+def save_batch_plot(figure: Any, axis: Any, sizes: list[int], name: str) -> None:
+    """Batch sizes on a log axis from 0 up, a grid and a legend; written to docs/img/NAME."""
     axis.set_xscale("log", base=2)
     axis.set_xticks(sizes, [str(size) for size in sizes])
     axis.set_xlabel("batch size")
-    axis.set_ylabel("P99 latency per batch (ms)")
-    axis.set_title("joe-medium on one H200: P99 batch latency, mixed lengths")
     axis.set_ylim(bottom=0)
     axis.grid(True, alpha=0.3)
     axis.legend()
     figure.tight_layout()
-    figure.savefig(IMAGES / "h200-p99-latency.png", dpi=110)
+    figure.savefig(IMAGES / name, dpi=110)
+
+
+def engine_v2_plot() -> None:
+    """Engine v1 against v2 (run 8): speech audio s/s against batch size, 1 and 3 threads."""
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for engine, color in (("v1", "grey"), ("v2", "tab:blue")):
+        data = json.loads((RESULTS / f"h200-run8-engine-{engine}.json").read_text(encoding="utf-8"))
+        for threads, style in ((3, "o-"), (1, "s--")):
+            sizes = sorted(int(key.split()[1][1:]) for key in data if key.endswith(f" t{threads}"))
+            rates = [data[f"engine b{size} t{threads}"]["result"]["audio_per_s"] for size in sizes]
+            name = "v2, staged + CUDA graphs" if engine == "v2" else "v1, one session per bucket"
+            label = f"{name}, {threads} thread{'s' if threads > 1 else ''}"
+            axis.plot(sizes, rates, style, color=color, label=label)
+    axis.set_ylabel("speech audio seconds per second")
+    axis.set_title("joe-medium on one H200: engine v1 and v2 (run 8)")
+    save_batch_plot(figure, axis, [8, 32, 64], "h200-engine-v2.png")
 
 
 if __name__ == "__main__":

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import logging
-from typing import Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from ttsfarm.voices import Voice
 from worker.engine import Engine, EngineOptions
 from worker.sessions import wants_cuda
-from worker.staged import StagedEngine
-from worker.stages import UnsupportedGraph
+
+if TYPE_CHECKING:
+    from worker.staged import StagedEngine
 
 log = logging.getLogger(__name__)
 
 EngineKind = Literal["auto", "staged", "single"]
 ENGINE_KINDS: Final = ("auto", "staged", "single")
 
-VoiceEngine: TypeAlias = Engine | StagedEngine
+VoiceEngine: TypeAlias = "Engine | StagedEngine"
 """What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
 
 
@@ -28,6 +29,9 @@ def load_engine(voice: Voice, options: EngineOptions, kind: EngineKind = "auto")
     """
     staged = kind == "staged" or (kind == "auto" and wants_cuda(options.provider))
     if staged:
+        from worker.staged import StagedEngine  # not imported for the CPU's single session
+        from worker.stages import UnsupportedGraph
+
         try:
             return StagedEngine(voice, options)
         except UnsupportedGraph as error:

@@ -113,8 +113,10 @@ def engine_options(settings: Settings) -> EngineOptions:
 
 def build_synthesizer(settings: Settings) -> Synthesizer:
     options = engine_options(settings)
-    policy = BatchPolicy.for_settings(settings, wants_cuda(options.provider))
-    options = replace(options, concurrent_runs=policy.concurrent_runs)
+    on_gpu = wants_cuda(options.provider)
+    policy = BatchPolicy.for_settings(settings, on_gpu)
+    # A warm-up run makes the GPU's first batch fast; on a CPU the first run is no slower.
+    options = replace(options, concurrent_runs=policy.concurrent_runs, warmup=on_gpu)
 
     kind = cast(EngineKind, settings.engine)
 
