@@ -158,7 +158,8 @@ class Client:
 
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job: a queued one (or one waiting to retry) is recorded as cancelled when a
-        worker takes it, a running one stops within half a second. The message is not revoked:
+        worker takes it, a running one stops within half a second, a finished one is left as it
+        is (and keeps its idempotency key). The message is not revoked:
         a revoked task never runs, so nothing would record that it stopped."""
         if not self._registry.exists(job_id):
             raise JobNotFound(f"unknown job id {job_id}")

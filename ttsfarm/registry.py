@@ -31,12 +31,24 @@ if bound then
     local record = ARGV[3] .. bound
     local state = redis.call('HGET', record, 'state')
     local cancelled = redis.call('HGET', record, 'cancel_requested') == 'true'
+    if state == '"succeeded"' then
+        return bound
+    end
     if state and state ~= '"failed"' and state ~= '"cancelled"' and not cancelled then
         return bound
     end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return ARGV[1]
+"""
+_REQUEST_CANCEL_SCRIPT: Final = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == '"succeeded"' or state == '"failed"' or state == '"cancelled"' then
+    return 0
+end
+redis.call('HSET', KEYS[1], 'cancel_requested', 'true')
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
 """
 
 
@@ -108,7 +120,8 @@ class JobRegistry:
         """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.
 
         A key whose job failed, was cancelled or expired is bound anew: nothing was made
-        under it, so trying again is not synthesizing twice. One atomic step in Redis, so two
+        under it, so trying again is not synthesizing twice. A key whose job succeeded stays
+        bound to it, even if a cancel came too late to stop it. One atomic step in Redis, so two
         producers submitting the same key at once get the same job."""
         key = f"{KEY_PREFIX}key:{idempotency_key}"
         return str(self._call("eval", _CLAIM_KEY_SCRIPT, 1, key, job_id, RECORD_TTL_SECONDS, self._key("")))
@@ -154,7 +167,8 @@ class JobRegistry:
         self._update(job_id, state="failed", error=message, finished_at=time.time())
 
     def request_cancel(self, job_id: str) -> None:
-        self._update(job_id, cancel_requested=True)
+        """Flag the job for cancelling; a job that already finished is left as it is."""
+        self._call("eval", _REQUEST_CANCEL_SCRIPT, 1, self._key(job_id), RECORD_TTL_SECONDS)
 
     def cancel_requested(self, job_id: str) -> bool:
         return bool(self._call("hget", self._key(job_id), "cancel_requested") == "true")

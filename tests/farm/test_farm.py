@@ -17,7 +17,7 @@ import soundfile as sf
 from producer import Client, JobFailed, JobSpec
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
 from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
-from ttsfarm.jobs import JobRequest
+from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import LocalStorage
 from worker.jobs import run_job
@@ -117,6 +117,27 @@ def test_idempotency_key_synthesizes_once(client: Client, worker: WorkerProcess,
     assert client.status(first).attempts == 1
     listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{first}")["Contents"]
     assert sorted(o["Key"] for o in listed) == [f"{PREFIX}/{first}.json", f"{PREFIX}/{first}.wav"]
+
+
+def test_cancel_of_a_finished_job_keeps_its_key(client: Client, worker: WorkerProcess) -> None:
+    job_id = client.submit("Done and kept.", key="finished-then-cancelled")
+    client.wait(job_id, timeout=60)
+    assert client.cancel(job_id).state == "succeeded"
+    assert client.submit("Done and kept.", key="finished-then-cancelled") == job_id
+    assert client.status(job_id).attempts == 1
+
+
+def test_a_cancel_that_came_too_late_keeps_the_key(redis_url: str) -> None:
+    """The flag was set while the job ran, but it finished first: its key stays bound."""
+    registry = JobRegistry(redis_url)
+    request = JobRequest("Too late to stop.")
+    registry.created(request.job_id)
+    assert registry.claim_key("late-cancel", request.job_id) == request.job_id
+    registry.started(request.job_id)
+    registry.request_cancel(request.job_id)
+    result = JobResult(request.job_id, "s3://b/k.wav", None, "wav", 22050, 1.0, 10, "0" * 64, ())
+    registry.succeeded(request.job_id, result)
+    assert registry.claim_key("late-cancel", "another-job") == request.job_id
 
 
 def test_submit_many_is_one_call(client: Client, worker: WorkerProcess) -> None:
