@@ -172,8 +172,9 @@ class Client:
             self._storage = open_storage(self.settings)
         return self._storage
 
-    def fetch(self, job_id: str, target: str | Path) -> JobResult:
-        """Download a finished job's audio to ``target`` and check it against the job's SHA-256."""
+    def fetch(self, job_id: str, target: str | Path, overwrite: bool = False) -> JobResult:
+        """Download a finished job's audio to ``target`` and check it against the job's SHA-256.
+        An existing file is replaced only with ``overwrite``."""
         status = self.status(job_id)
         if status.state == "unknown":
             raise JobNotFound(f"unknown job id {job_id}")
@@ -182,6 +183,10 @@ class Client:
         target = Path(target)
         if target.is_dir():
             raise InvalidInput(f"{target} is a folder: give a file name")
+        if target.exists() and not overwrite:
+            raise InvalidInput(
+                f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
+            )
         self.storage.fetch(audio_key(job_id, status.result.format), target)
         if sha256_file(target) != status.result.sha256:
             target.unlink(missing_ok=True)

@@ -138,10 +138,11 @@ def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
 @click.option(
     "-o", "--output", required=True, type=click.Path(path_type=Path), help="Where to write the audio."
 )
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.pass_obj
-def fetch(settings: Settings, job_id: str, output: Path) -> None:
+def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
     """Download a finished job's audio."""
-    result = _client(settings).fetch(job_id, output)
+    result = _client(settings).fetch(job_id, output, overwrite=force)
     click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
 
 

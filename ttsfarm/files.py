@@ -45,8 +45,12 @@ def atomic_target(path: Path) -> Iterator[Path]:
             dir=path.parent, prefix=f".{path.stem}.", suffix=f".partial{path.suffix}"
         )
         os.close(handle)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInput(
+            f"cannot write to {path.parent}: part of that path is a file, not a folder"
+        ) from None
     except OSError as error:
-        raise InvalidInput(f"cannot write to {path.parent}: {error.strerror}") from None
+        raise InvalidInput(f"cannot write to {path.parent}: {error.strerror or error}") from None
     temp = Path(partial)
     try:
         yield temp

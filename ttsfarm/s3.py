@@ -8,8 +8,6 @@ and are checked after upload (size and metadata); a mismatched object is deleted
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
@@ -19,6 +17,7 @@ import botocore.config
 import botocore.exceptions
 
 from ttsfarm.errors import InvalidInput, PermanentError, StorageUnavailable
+from ttsfarm.files import atomic_target
 from ttsfarm.storage import StoredObject
 
 if TYPE_CHECKING:
@@ -165,13 +164,10 @@ class S3Storage:
     def fetch(self, key: str, target: Path) -> None:
         """Download to ``target`` through a temp file beside it, so a broken download never
         leaves a partial file under the final name."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-        os.close(handle)
-        try:
-            self.client.download_file(self.bucket, self.object_key(key), partial)
-            os.replace(partial, target)
-        except _ERRORS as error:
-            raise _translate(error, f"download of {key}") from None
-        finally:
-            Path(partial).unlink(missing_ok=True)
+        with atomic_target(target) as partial:
+            try:
+                self.client.download_file(self.bucket, self.object_key(key), str(partial))
+            except _ERRORS as error:
+                raise _translate(error, f"download of {key}") from None
+            except OSError as error:
+                raise InvalidInput(f"cannot write {target}: {error.strerror or error}") from None

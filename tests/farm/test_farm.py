@@ -13,9 +13,11 @@ import pytest
 import redis
 import requests
 import soundfile as sf
+from click.testing import CliRunner
 
 from producer import Client, JobFailed, JobSpec
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from ttsfarm.cli import main
 from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
 from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.registry import JobRegistry
@@ -305,6 +307,33 @@ def test_fetch_into_a_folder_is_a_clear_error(client: Client, worker: WorkerProc
     client.wait(job_id, timeout=60)
     with pytest.raises(InvalidInput, match="is a folder: give a file name"):
         client.fetch(job_id, tmp_path)
+
+
+def test_fetch_replaces_a_file_only_when_asked(
+    redis_url: str, s3_endpoint: str, client: Client, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    job_id = client.submit("Keep what is there.")
+    result = client.wait(job_id, timeout=60)
+    kept = tmp_path / "kept.wav"
+    kept.write_bytes(b"mine")
+    with pytest.raises(InvalidInput, match="exists already"):
+        client.fetch(job_id, kept)
+    assert kept.read_bytes() == b"mine"
+    client.fetch(job_id, kept, overwrite=True)
+    assert kept.stat().st_size == result.size
+
+    runner = CliRunner(env=farm_env(redis_url, s3_endpoint))
+    (tmp_path / "a-file").write_bytes(b"")
+    for target, message in [
+        (kept, "exists already"),
+        (tmp_path / "a-file" / "under.wav", "is a file, not a folder"),
+        (Path("/proc/ttsfarm.wav"), "cannot write to /proc"),
+    ]:
+        done = runner.invoke(main, ["fetch", job_id, "-o", str(target)])
+        assert isinstance(done.exception, SystemExit) and done.exit_code == 1, done.exception
+        assert message in done.output and len(done.output.strip().splitlines()) == 1, done.output
+    done = runner.invoke(main, ["fetch", job_id, "-o", str(kept), "--force"])
+    assert done.exit_code == 0, done.output
 
 
 def test_a_worker_with_a_bad_setting_stops_instead_of_failing_jobs(
