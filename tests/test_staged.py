@@ -30,13 +30,6 @@ from worker.stages import NOISE_OP, UnsupportedGraph, split_voice
 CPU = EngineOptions(provider="cpu", warmup=False)
 BUCKETS = EngineOptions(provider="cpu", warmup=False, shape_buckets=True)
 SPEAKER_GAINS = (1.0, 0.5)
-SPLIT_EXTRAS_FAIL = pytest.mark.xfail(
-    raises=onnx.checker.ValidationError,
-    strict=True,
-    reason="stages.expand_model declares the extras' inputs and outputs without a shape, which "
-    "onnx.checker refuses: no voice with extras (every multi-speaker voice) splits yet. "
-    "Drop this mark once that is fixed (strict: these tests then report XPASS as a failure).",
-)
 
 
 def _model(voice: Voice) -> onnx.ModelProto:
@@ -276,7 +269,6 @@ def test_noise_is_drawn_anew_each_run(staged: StagedEngine, phonemizer: Phonemiz
 # a multi-speaker voice whose waveform stage depends on the speaker
 
 
-@SPLIT_EXTRAS_FAIL
 def test_a_speaker_input_becomes_an_extra(voice: Voice) -> None:
     model = speaker_gain_copy(voice)
     stages = split_voice(model)
@@ -309,7 +301,6 @@ def test_speakers_in_the_single_engine(speaker_voice: Voice, single_speakers: li
     _assert_speaker_gains(single_speakers)
 
 
-@SPLIT_EXTRAS_FAIL
 @pytest.mark.parametrize("options", [CPU, BUCKETS], ids=["dynamic", "buckets"])
 def test_speakers_in_the_staged_engine(
     speaker_voice: Voice,

@@ -155,6 +155,7 @@ class StagedEngine:
         self.session_seconds = 0.0
         self.capture_seconds = 0.0
         self.frame_overflows = 0
+        """Batches that needed more frames than :data:`MAX_BATCH_FRAMES` allows, and ran in halves."""
         self.precision_fallbacks = 0
         self.last_bucket: Bucket | None = None
         self.warmup_seconds = 0.0
@@ -248,8 +249,12 @@ class StagedEngine:
             with self._run_slots:
                 front = self._run_front(items, scales)
             self.stage_seconds["front"] += time.perf_counter() - started
-            samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
             plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
+            if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
+                self.frame_overflows += 1  # spoke longer than estimated: run it in halves
+                middle = len(items) // 2
+                return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+            samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
             audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
@@ -426,10 +431,12 @@ class StagedEngine:
             names.prior: (rows, names.channels, frames),
             names.mask: (rows, 1, frames),
         }
+        types: dict[str, Any] = dict.fromkeys(dims, np.float32)
         for value in model.graph.input:
-            if value.name in names.extras:
-                shape = value.type.tensor_type.shape.dim
-                dims[value.name] = (rows, *(dim.dim_value or 1 for dim in shape[1:]))
+            if value.name in names.extras:  # split_voice checked: rows first, then fixed sizes
+                tensor = value.type.tensor_type
+                dims[value.name] = (rows, *(dim.dim_value for dim in tensor.shape.dim[1:]))
+                types[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
             session = self._build(fixed, self._graph_options, self._graph_providers)
@@ -441,7 +448,7 @@ class StagedEngine:
             session = self._build(fixed, self._graph_options, self._graph_providers)
         device = self.options.device_id
         inputs = {
-            name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, self._device, device)
+            name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name], self._device, device)
             for name, shape in dims.items()
         }
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)

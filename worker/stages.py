@@ -24,7 +24,7 @@ raises :class:`UnsupportedGraph`, saying what was missing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -76,6 +76,15 @@ class VoiceStages:
 
 def split_voice(model: onnx.ModelProto) -> VoiceStages:
     """Cut ``model`` into front, expand and waveform stages (see the module docstring)."""
+    try:
+        return _split(onnx.shape_inference.infer_shapes(model))
+    except UnsupportedGraph:
+        raise
+    except (ValueError, KeyError, onnx.checker.ValidationError) as error:
+        raise UnsupportedGraph(f"the stages could not be cut out: {error}") from error
+
+
+def _split(model: onnx.ModelProto) -> VoiceStages:
     graph = model.graph
     producers = {out: node for node in graph.node for out in node.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -96,11 +105,16 @@ def split_voice(model: onnx.ModelProto) -> VoiceStages:
     log_std_t = _unexpanded(log_std_expanded, producers, after_durations)
     waveform_nodes = _downstream(prior, consumers)
     boundary = _boundary(graph, waveform_nodes, producers)
-    timed = [name for name in boundary if name != prior and id(producers[name]) in after_durations]
+    timed = [
+        name
+        for name in boundary
+        if name != prior and name in producers and id(producers[name]) in after_durations
+    ]
     if len(timed) != 1:
         raise UnsupportedGraph(f"expected one frame mask into the flow, found {timed}")
     mask = timed[0]
     extras = tuple(name for name in boundary if name not in (prior, mask))
+    _check_extras(model, extras)
     channels = _channels(model, mean_t)
     names = StageNames(mean_t, log_std_t, durations, extras, prior, mask, channels)
     inputs = tuple(i.name for i in graph.input)
@@ -195,9 +209,17 @@ def _constant(name: str, producers: Mapping[str, onnx.NodeProto], initializers: 
     return True
 
 
+def _check_extras(model: onnx.ModelProto, extras: Sequence[str]) -> None:
+    """Extras get fixed buffers per bucket: rows first, every other size known."""
+    shapes = {info.name: info.type.tensor_type.shape for info in model.graph.value_info}
+    for name in extras:
+        dims = shapes[name].dim if name in shapes else []
+        if not dims or any(not dim.HasField("dim_value") for dim in dims[1:]):
+            raise UnsupportedGraph(f"the flow's input {name} has no fixed size past the batch")
+
+
 def _channels(model: onnx.ModelProto, mean_t: str) -> int:
-    inferred = onnx.shape_inference.infer_shapes(model)
-    for info in inferred.graph.value_info:
+    for info in model.graph.value_info:
         if info.name == mean_t:
             dims = info.type.tensor_type.shape.dim
             if len(dims) == 3 and dims[2].HasField("dim_value"):
@@ -253,7 +275,7 @@ def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
         helper.make_node("Add", [per_frame["mean"], "noise_term"], [names.prior]),
         helper.make_node("Identity", [EXPAND_MASK], [names.mask]),
     ]
-    extra_types = _value_types(front, names.extras)
+    extra_types = {out.name: out.type for out in front.graph.output if out.name in names.extras}
     inputs = [
         helper.make_tensor_value_info(EXPAND_MEAN, TensorProto.FLOAT, ["rows", "ids", channels]),
         helper.make_tensor_value_info(EXPAND_LOG_STD, TensorProto.FLOAT, ["rows", "ids", channels]),
@@ -267,8 +289,10 @@ def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
     ]
     for extra in names.extras:
         nodes.append(helper.make_node("Identity", [extra_input(extra)], [extra]))
-        inputs.append(helper.make_tensor_value_info(extra_input(extra), extra_types[extra], None))
-        outputs.append(helper.make_tensor_value_info(extra, extra_types[extra], None))
+        for values, name in ((inputs, extra_input(extra)), (outputs, extra)):
+            value = onnx.ValueInfoProto(name=name)
+            value.type.CopyFrom(extra_types[extra])
+            values.append(value)
     graph = helper.make_graph(nodes, "ttsfarm_expand", inputs, outputs)
     opset = [helper.make_opsetid("", 17)]
     model = helper.make_model(graph, opset_imports=opset, producer_name="ttsfarm")
@@ -280,11 +304,6 @@ def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
 def extra_input(name: str) -> str:
     """The expand stage's input name for a passed-through front output."""
     return f"stage/in/{name}"
-
-
-def _value_types(model: onnx.ModelProto, names: Iterable[str]) -> dict[str, int]:
-    outputs = {out.name: out.type.tensor_type.elem_type for out in model.graph.output}
-    return {name: outputs[name] or TensorProto.FLOAT for name in names}
 
 
 def with_fixed_inputs(model: onnx.ModelProto, dims: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
