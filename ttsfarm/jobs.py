@@ -25,6 +25,16 @@ AUDIO_FORMATS: Final[dict[str, tuple[str, str]]] = {
 }
 """Output formats: name -> (libsndfile container, subtype)."""
 
+LENGTH_SCALE_RANGE: Final = (0.1, 10.0)
+"""Speaking rates a job takes: from ten times faster to ten times slower than the voice."""
+NOISE_RANGE: Final = (0.0, 2.0)
+"""Noise scales a job takes (Piper voices ship 0.667 and 0.8; 0 makes output deterministic)."""
+_SCALES: Final = (
+    ("length_scale", "length scale", LENGTH_SCALE_RANGE, "1 is normal speed, above 1 slower"),
+    ("noise_scale", "noise scale", NOISE_RANGE, "0 is deterministic"),
+    ("noise_w", "noise w", NOISE_RANGE, "0 gives every phoneme its predicted length"),
+)
+
 CONTENT_TYPES: Final[dict[str, str]] = {
     "wav": "audio/wav",
     "flac": "audio/flac",
@@ -35,6 +45,8 @@ CONTENT_TYPES: Final[dict[str, str]] = {
 
 def check_format(name: str) -> str:
     """Return the canonical format name, or raise :class:`UnsupportedFormat`."""
+    if not isinstance(name, str):
+        raise UnsupportedFormat(f"the audio format must be a name such as wav, not {name!r}")
     canonical = name.lower().lstrip(".")
     if canonical not in AUDIO_FORMATS:
         known = ", ".join(AUDIO_FORMATS)
@@ -44,6 +56,8 @@ def check_format(name: str) -> str:
 
 def check_text(text: str) -> str:
     """Return the text if a job can take it, or raise :class:`InvalidInput`."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"the text must be a string, not {type(text).__name__}")
     if not text or not text.strip():
         raise InvalidInput("the text is empty: give some words to speak")
     if len(text) > MAX_TEXT_CHARS:
@@ -52,6 +66,27 @@ def check_text(text: str) -> str:
             "per job: split it (for example into chapters with `ttsfarm audiobook`)"
         )
     return text
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_options(options: SynthesisOptions) -> None:
+    """Raise :class:`InvalidInput` for options no voice can take: a voice that is not a name, a
+    speaker that is not an id, a scale that is not a number in range. Whether the voice exists
+    and has that speaker is for the worker to say: the producer need not have the voices."""
+    if not isinstance(options.voice, str) or not options.voice.strip():
+        raise InvalidInput(
+            f"the voice must be a voice name or the path of a Piper .onnx file, not {options.voice!r}"
+        )
+    speaker = options.speaker
+    if speaker is not None and not (isinstance(speaker, int) and _number(speaker) and speaker >= 0):
+        raise InvalidInput(f"the speaker must be a speaker id (a whole number from 0), not {speaker!r}")
+    for name, label, (low, high), hint in _SCALES:
+        value = getattr(options, name)
+        if value is not None and not (_number(value) and low <= value <= high):
+            raise InvalidInput(f"{label} must be between {low:g} and {high:g} ({hint}), not {value!r}")
 
 
 def new_job_id() -> str:
@@ -87,6 +122,9 @@ class SynthesisOptions:
 
     noise_w: float | None = None
     """Phoneme duration noise; ``None`` takes the voice's value."""
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

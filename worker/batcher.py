@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, InvalidProtobuf, NoSuchFile
 
+from ttsfarm.errors import PermanentError, VoiceNotFound
 from ttsfarm.voices import Voice
 from worker.engine import EngineItem, EngineOutOfMemory, Scales
 from worker.engines import VoiceEngine
@@ -34,6 +37,18 @@ DEFAULT_MAX_PADDING_RATIO: Final = 0.15
 padding is computed like real work, so on a CPU a padded batch is slower than none."""
 MAX_HALVINGS: Final = 2
 """How often an out-of-memory batch is halved before its items run one by one."""
+
+NOT_A_VOICE_ERRORS: Final = (
+    DecodeError,
+    InvalidProtobuf,
+    InvalidGraph,
+    NoSuchFile,
+    FileNotFoundError,
+    PermissionError,
+    ValueError,
+)
+"""What loading a model file that is not a Piper voice raises: protobuf that does not parse (onnx,
+onnxruntime), a graph onnxruntime rejects, or one without a Piper voice's parts (``worker.graph``)."""
 
 BatchKey = tuple[str, Scales]
 
@@ -151,8 +166,17 @@ class Batcher:
         with self._engines_lock:
             engine = self._engines.get(key)
             if engine is None:
-                engine = self._engines[key] = self._load_engine(voice)
+                engine = self._engines[key] = self._load(voice)
             return engine
+
+    def _load(self, voice: Voice) -> VoiceEngine:
+        try:
+            return self._load_engine(voice)
+        except NOT_A_VOICE_ERRORS as error:
+            raise VoiceNotFound(
+                f"voice {voice.name!r}: {voice.model_path} is not a Piper voice model ({error}): "
+                "give a Piper .onnx voice with its .onnx.json beside it"
+            ) from None
 
     def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
         """Queue one utterance; the future holds its waveform (float32, trimmed)."""
@@ -187,11 +211,12 @@ class Batcher:
             try:
                 self.engine(live[0].voice)  # a model that cannot load fails the batch once, not per item
                 self._execute(live, halvings=0)
+            except PermanentError as error:  # a voice that cannot load: each job logs why it failed
+                log.debug("batch of %d failed: %s", len(live), error)
+                _fail(live, error)
             except Exception as error:  # never let a runner thread die: jobs would hang
                 log.exception("batch of %d failed", len(live))
-                for pending in live:
-                    if not pending.future.done():
-                        pending.future.set_exception(error)
+                _fail(live, error)
 
     def _next_batch(self) -> list[_Pending] | None:
         """The next batch to run, or None once closed. Any runner may take the items another
@@ -295,6 +320,12 @@ class Batcher:
         log.warning("out of memory on one segment: splitting it in two")
         waves = [engine.run([EngineItem(part, pending.item.speaker_id)], scales)[0] for part in (left, right)]
         return np.concatenate(waves)
+
+
+def _fail(batch: list[_Pending], error: Exception) -> None:
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(error)
 
 
 def split_phoneme_ids(ids: Sequence[int], voice: Voice) -> tuple[list[int], list[int]]:

@@ -106,8 +106,6 @@ class Synthesizer:
         def pick(value: float | None, default: float) -> float:
             return default if value is None else float(value)
 
-        if options.length_scale is not None and not 0.1 <= options.length_scale <= 10:
-            raise InvalidInput("length scale must be between 0.1 and 10 (1 is normal speed)")
         return Scales(
             pick(options.noise_scale, voice.noise_scale),
             pick(options.length_scale, voice.length_scale),

@@ -21,7 +21,8 @@ MAX_RETRIES: Final = 4
 """Retries after a transient error, waiting retry_backoff_seconds (2 s) then 4, 8, 16 s."""
 
 
-@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES)  # type: ignore[untyped-decorator]
+# ``throws``: Celery logs a permanent error as expected (one INFO line, no traceback), not as a crash.
+@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, throws=(PermanentError,))  # type: ignore[untyped-decorator]
 def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
     job_id = str(message.get("job_id") or self.request.id)
     registry = resources.registry
@@ -40,7 +41,8 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
             ) from None
         registry.failed(job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
         raise
-    except PermanentError as error:
+    except PermanentError as error:  # bad input: the job's error says what to change
+        log.warning("job %s failed: %s", job_id, error)
         registry.failed(job_id, str(error))
         raise
     except EngineOutOfMemory as error:  # after halving, single items and splitting: no retry helps

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import onnx
 import pytest
 import redis
 import requests
 import soundfile as sf
 from click.testing import CliRunner
+from onnx import TensorProto, helper
 
 from producer import Client, JobFailed, JobSpec
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from ttsfarm.celeryconf import TASK_NAME
 from ttsfarm.cli import main
 from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
 from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import LocalStorage
+from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
 from worker.pipeline import Synthesizer
 from worker.text import split_sentences
@@ -220,6 +225,62 @@ def test_unknown_voice_fails_with_a_clear_message(client: Client, worker: Worker
     with pytest.raises(JobFailed, match="unknown voice 'nobody'"):
         client.wait(job_id, timeout=60)
     assert client.status(job_id).attempts == 1  # permanent: not retried
+
+
+def test_bad_voices_and_options_fail_as_expected_errors(
+    client: Client, worker: WorkerProcess, redis_url: str, tmp_path: Path
+) -> None:
+    """Permanent failures the job's error explains: one WARNING line each, no traceback."""
+    config = resolve_voice("joe").config_path
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])],
+            "not-piper",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        )
+    )
+    onnx.save(model, tmp_path / "identity.onnx")
+    (tmp_path / "garbage.onnx").write_bytes(b"not a model")
+    for name in ("identity", "garbage"):
+        shutil.copy(config, tmp_path / f"{name}.onnx.json")
+    log_start = len(worker.log_path.read_text())
+    expected = {
+        client.submit("Who speaks?", voice="nobody"): "unknown voice 'nobody'",
+        client.submit("Hi.", voice=str(tmp_path / "identity.onnx")): "is not a Piper voice model",
+        client.submit("Hi.", voice=str(tmp_path / "garbage.onnx")): "is not a Piper voice model",
+    }
+    raw = JobRequest("Too fast to check?").to_dict()  # what an older producer could still send
+    raw["options"]["length_scale"] = "fast"
+    JobRegistry(redis_url).created(raw["job_id"])
+    client._app.send_task(TASK_NAME, args=[raw], task_id=raw["job_id"], queue=client.settings.queue)
+    expected[raw["job_id"]] = r"length scale must be between 0\.1 and 10 .*not 'fast'"
+    for job_id, message in expected.items():
+        with pytest.raises(JobFailed, match=message):
+            client.wait(job_id, timeout=60)
+        assert client.status(job_id).attempts <= 1  # permanent: not retried
+    log = worker.log_path.read_text()[log_start:]
+    assert "Traceback" not in log and "raised unexpected" not in log, log
+    for job_id in expected:
+        assert log.count(f"WARNING worker.tasks: job {job_id} failed: ") == 1, log
+    assert log.count("WARNING") == len(expected), log
+
+
+def test_options_a_producer_can_check_are_refused_at_submit(
+    redis_url: str, s3_endpoint: str, client: Client
+) -> None:
+    with pytest.raises(InvalidInput, match=r"length scale must be between 0\.1 and 10 .*not 20\.0"):
+        client.submit("Slowly.", length_scale=20.0)
+    with pytest.raises(InvalidInput, match="the speaker must be a speaker id"):
+        client.submit("Who?", speaker=-1)
+    done = CliRunner(env=farm_env(redis_url, s3_endpoint)).invoke(
+        main, ["submit", "Quickly.", "--length-scale", "0"]
+    )
+    assert isinstance(done.exception, SystemExit) and done.exit_code == 1, done.exception
+    assert (
+        done.output.strip()
+        == "Error: length scale must be between 0.1 and 10 (1 is normal speed, above 1 slower), not 0.0"
+    )
 
 
 @pytest.mark.parametrize("text, message", [("", "the text is empty"), ("x" * 200_001, "over the limit")])
