@@ -20,6 +20,7 @@ from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.local import build_synthesizer
 from worker.pipeline import Synthesizer
+from worker.scratch import sweep
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class WorkerResources:
     def synthesizer(self) -> Synthesizer:
         with self._lock:
             if self._synthesizer is None:
+                sweep(self.settings.temp_dir)  # temp files of workers that were killed
                 self._synthesizer = build_synthesizer(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))

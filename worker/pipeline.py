@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -24,6 +22,7 @@ from worker.audio import SegmentWriter
 from worker.batcher import Batcher
 from worker.engine import EngineItem, Scales
 from worker.frontend import TextFrontend
+from worker.scratch import job_folder
 from worker.text import Segment
 
 log = logging.getLogger(__name__)
@@ -31,7 +30,6 @@ log = logging.getLogger(__name__)
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to
 fill batches, few enough that finished audio waiting to be written stays small."""
-TEMP_PREFIX: Final = "ttsfarm-"
 
 
 @dataclass(frozen=True)
@@ -131,8 +129,8 @@ class Synthesizer:
         wait for the whole text to be phonemized. The voice's engine starts loading before the
         first segment is made."""
         voice, segments = self._stream(request, preload=True)
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=self.temp_dir) as folder:
-            encoded = Path(folder) / f"speech.{request.format}"
+        with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
+            encoded = folder / f"speech.{request.format}"
             writer = SegmentWriter(encoded, voice.sample_rate, request.format)
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)

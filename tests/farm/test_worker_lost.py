@@ -10,6 +10,7 @@ import redis
 from producer import Client
 from tests.farm.conftest import WorkerProcess, farm_env, wait_for
 from ttsfarm.settings import Settings
+from worker.scratch import LOCK_SUFFIX, TEMP_PREFIX, job_folder
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 LOST_REDIS_URL = "redis://127.0.0.1:6379/12"  # own database: its short visibility timeout stays here
@@ -18,18 +19,29 @@ VISIBILITY_SECONDS = "8"
 
 def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     redis.Redis.from_url(LOST_REDIS_URL).flushdb()
-    env = farm_env(LOST_REDIS_URL, s3_endpoint, TTSFARM_VISIBILITY_TIMEOUT_SECONDS=VISIBILITY_SECONDS)
+    temp = tmp_path / "temp"  # shared by both workers and by this test process
+    temp.mkdir()
+    env = farm_env(
+        LOST_REDIS_URL,
+        s3_endpoint,
+        TTSFARM_VISIBILITY_TIMEOUT_SECONDS=VISIBILITY_SECONDS,
+        TTSFARM_TEMP_DIR=str(temp),
+    )
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
-    with Client.from_env(settings) as client:
+    with Client.from_env(settings) as client, job_folder(str(temp)) as live:
         job_id = client.submit(EXAMPLE[:1200])
         wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
         assert client.status(job_id).state == "running"
+        left = {p.name for p in temp.glob(f"{TEMP_PREFIX}*")} - {live.name, f"{live.name}{LOCK_SUFFIX}"}
+        assert len(left) == 2  # the running job's folder and its lock file
         doomed.process.send_signal(signal.SIGKILL)  # no goodbye, no requeue by the worker itself
         doomed.process.wait()
         doomed.stop()
         rescuer = WorkerProcess(env, tmp_path / "rescuer.log", "rescuer", concurrency=2)
         try:
+            assert not left & {p.name for p in temp.iterdir()}, "the killed worker's temp files stayed"
+            assert live.is_dir(), "the folder of a live process was removed"
             result = client.wait(job_id, timeout=120)
         finally:
             rescuer.stop()
