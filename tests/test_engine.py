@@ -8,7 +8,8 @@ import numpy as np
 
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
-from worker.engine import Engine, EngineItem, EngineOptions, expose_durations, is_missing_fp16_plan
+from worker.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
+from worker.graph import expose_durations
 from worker.phonemes import Phonemizer
 
 SENTENCES = [

@@ -27,6 +27,9 @@ own length, rounded up to :data:`FRAME_STEP`, and costs two re-plans (its own an
 at 2.8, 25 of about 1,800 batches on the H200 did."""
 FRAME_STEP: Final = 32
 """Granularity of the decoder length in frames."""
+MIN_FRAMES_INPUT: Final = "min_frames"
+"""The int64 scalar input that ``worker.graph.add_frame_floor`` adds to the graph, through which a
+bucket's frames are fed; 0 leaves the length as the model set it."""
 
 
 @dataclass(frozen=True)

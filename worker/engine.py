@@ -20,15 +20,13 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 from ttsfarm.voices import Voice
-from worker.buckets import FRAME_STEP, ID_BUCKETS, Bucket, bucket_for
-from worker.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
-from worker.precision import Precision, convert_to_fp16
+from worker.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
 from worker.sessions import (
     CUDA,
+    Precision,
     Provider,
     build_session,
     gpu_present,
@@ -46,7 +44,6 @@ __all__ = [
     "Precision",
     "Provider",
     "Scales",
-    "expose_durations",
     "gpu_present",
 ]
 
@@ -132,6 +129,33 @@ class EngineOptions:
     host-side work (CPU nodes, copies, synchronisation) overlaps another's kernels."""
 
 
+@dataclass(frozen=True)
+class EditedModels:
+    """The voice's graph with its durations exposed (and, with buckets, a frame floor)."""
+
+    fp32: bytes
+    fp16: bytes
+    """Empty unless the engine runs fp16."""
+    durations: str
+    """The name of the durations output."""
+
+
+def edit_model(voice: Voice, buckets: bool, fp16: bool) -> EditedModels:
+    """Load and edit the voice's graph (``worker.graph``, ``worker.precision``); onnx is
+    imported here, so a CPU engine that never batches does not pay for it."""
+    import onnx
+
+    from worker.graph import add_frame_floor, expose_durations
+    from worker.precision import convert_to_fp16
+
+    model = onnx.load(str(voice.model_path))
+    durations = expose_durations(model)
+    if buckets:
+        add_frame_floor(model, FRAME_STEP)
+    half = convert_to_fp16(model).SerializeToString() if fp16 else b""
+    return EditedModels(model.SerializeToString(), half, durations)
+
+
 class EngineOutOfMemory(RuntimeError):
     """The runtime could not allocate memory for a batch."""
 
@@ -182,12 +206,11 @@ class Engine:
         self.last_bucket: Bucket | None = None
         self.precision_fallbacks = 0
         """Buckets that run fp32 because cuDNN had no fp16 plan for their shapes."""
-        model = onnx.load(str(voice.model_path))
-        self._durations_name = expose_durations(model)
-        if self.buckets:
-            add_frame_floor(model, FRAME_STEP)
-        self._fp32_model = model.SerializeToString()
-        self._model = convert_to_fp16(model).SerializeToString() if self.precision == "fp16" else b""
+        self._edited: EditedModels | None = None
+        self._edit_lock = threading.Lock()
+        self._plain_session: ort.InferenceSession | None = None
+        if self.buckets or self.precision == "fp16":
+            self._edited_models()  # errors in the model show at load, not at the first batch
         self._fp32_buckets: set[Bucket | None] = set()
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
@@ -200,7 +223,10 @@ class Engine:
         self._building: dict[Bucket | None, threading.Lock] = {}
         """One lock per bucket whose session is being built."""
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
-        first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
+        if self.buckets:
+            first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
+        else:
+            first = self._plain()
         self._input_names = {i.name for i in first.get_inputs()}
         self.provider: str = first.get_providers()[0]
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
@@ -252,7 +278,46 @@ class Engine:
         bucket = bucket_for(rows, longest, scales.length_scale)
         return (bucket.rows if self.buckets else rows) * bucket.frames
 
+    def _edited_models(self) -> EditedModels:
+        with self._edit_lock:
+            if self._edited is None:
+                self._edited = edit_model(self.voice, self.buckets, self.precision == "fp16")
+            return self._edited
+
+    def _plain(self) -> ort.InferenceSession:
+        """The voice's own graph, unedited, for one item at a time without buckets: its output
+        is then exactly the item's length, and loading it needs neither onnx nor an edit."""
+        with self._edit_lock:
+            if self._plain_session is None:
+                started = time.perf_counter()
+                self._plain_session = build_session(
+                    str(self.voice.model_path), self._session_options, self._providers
+                )
+                with self._sessions_lock:
+                    self.sessions_built += 1
+                    self.session_seconds += time.perf_counter() - started
+            return self._plain_session
+
+    def _run_alone(self, item: EngineItem, scales: Scales) -> np.ndarray:
+        feeds = {
+            "input": np.array([item.phoneme_ids], dtype=np.int64),
+            "input_lengths": np.array([len(item.phoneme_ids)], dtype=np.int64),
+            "scales": scales.as_array(),
+        }
+        if "sid" in self._input_names:
+            feeds["sid"] = np.array([item.speaker_id or 0], dtype=np.int64)
+        try:
+            with self._run_slots:
+                (audio,) = self._plain().run(["output"], feeds)
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if is_out_of_memory(error):
+                raise EngineOutOfMemory(str(error)) from error
+            raise
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
     def _run_once(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        if len(items) == 1 and not self.buckets:
+            return [self._run_alone(items[0], scales)]
         lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
         bucket = self._bucket(len(items), int(lengths.max()), scales.length_scale)
         rows, width = (bucket.rows, bucket.ids) if bucket else (len(items), int(lengths.max()))
@@ -276,7 +341,7 @@ class Engine:
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
-            if not self._model or not is_missing_fp16_plan(error):
+            if not self._edited_models().fp16 or not is_missing_fp16_plan(error):
                 raise
             with self._sessions_lock:
                 if bucket in self._fp32_buckets and self._sessions.get(bucket) is session:
@@ -300,7 +365,8 @@ class Engine:
         """Stop profiling every session; the profile files written."""
         if not self.options.profile_prefix:
             return []
-        return [str(session.end_profiling()) for session in self._sessions.values()]
+        plain = [self._plain_session] if self._plain_session is not None else []
+        return [str(session.end_profiling()) for session in [*plain, *self._sessions.values()]]
 
     def _bucket(self, rows: int, longest: int, length_scale: float) -> Bucket | None:
         """The batch's bucket, or a built one with more rows: a new session costs about 2 s."""
@@ -347,7 +413,8 @@ class Engine:
         return session
 
     def _build(self, fp32: bool) -> ort.InferenceSession:
-        model = self._fp32_model if fp32 or not self._model else self._model
+        edited = self._edited_models()
+        model = edited.fp32 if fp32 or not edited.fp16 else edited.fp16
         try:
             return build_session(model, self._session_options, self._providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
@@ -365,11 +432,11 @@ class Engine:
 
     def _execute_now(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if not (self.options.io_binding and self.on_gpu):
-            return list(session.run(["output", self._durations_name], feeds))
+            return list(session.run(["output", self._edited_models().durations], feeds))
         binding = session.io_binding()
         for name, value in feeds.items():
             binding.bind_cpu_input(name, value)
         binding.bind_output("output", "cuda", self.options.device_id)
-        binding.bind_output(self._durations_name, "cpu")
+        binding.bind_output(self._edited_models().durations, "cpu")
         session.run_with_iobinding(binding)
         return list(binding.copy_outputs_to_cpu())

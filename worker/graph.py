@@ -10,13 +10,10 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 import onnx
 from onnx import TensorProto, helper
 
-MIN_FRAMES_INPUT: Final = "min_frames"
-"""The int64 scalar input added by :func:`add_frame_floor`; 0 leaves the length as the model set it."""
+from worker.buckets import MIN_FRAMES_INPUT
 
 
 def expose_durations(model: onnx.ModelProto) -> str:

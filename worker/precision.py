@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-
-Precision = Literal["auto", "fp32", "fp16"]
 
 FLOAT: Final = TensorProto.FLOAT
 HALF: Final = TensorProto.FLOAT16

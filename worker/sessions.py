@@ -14,6 +14,7 @@ import onnxruntime as ort
 log = logging.getLogger(__name__)
 
 Provider = Literal["auto", "cuda", "cpu"]
+Precision = Literal["auto", "fp32", "fp16"]
 
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
@@ -116,7 +117,9 @@ def session_options(
     return options
 
 
-def build_session(model: bytes, options: ort.SessionOptions, providers: list[Any]) -> ort.InferenceSession:
+def build_session(
+    model: bytes | str, options: ort.SessionOptions, providers: list[Any]
+) -> ort.InferenceSession:
     """A session that raises when a GPU kernel fails, instead of quietly moving to the CPU."""
     session = ort.InferenceSession(model, options, providers=providers)
     session.disable_fallback()

@@ -48,9 +48,10 @@ from worker.engine import (
     is_out_of_memory,
     warmup_ids,
 )
-from worker.precision import Precision, convert_to_fp16
+from worker.precision import convert_to_fp16
 from worker.sessions import (
     CUDA,
+    Precision,
     build_session,
     providers_for,
     session_options,
