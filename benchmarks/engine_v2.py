@@ -1,22 +1,28 @@
-"""Engine v2 (staged, CUDA graphs) against the single-session engine, side by side in one run.
+"""Engine v2 (staged, CUDA graphs) or the single-session engine (v1), one engine per process.
 
     python benchmarks/engine_v2.py --engine v2 --out DIR [--budget 420] [--sizes 8 32 64]
     python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
-    python benchmarks/engine_v2.py --out DIR --smoke      # tiny, on the CPU
+    python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
 
-Sections, each saved to DIR/engine_v2.json as soon as it is done:
+Each engine runs in its own process (their GPU arenas cannot be shared: ``worker.sessions``);
+run the two one after the other on the same machine and compare. Sections, each saved to
+DIR/engine_ENGINE.json as soon as it is done:
 
-- ``load``: each engine's load and ``prepare`` (sessions built, graphs captured) for the sizes;
-- ``accuracy``: with noise off, every corpus segment through both engines in batches of 32,
-  against the fp32 single-session engine with the same padded shapes: item lengths must be
-  identical, and the log-mel distance is reported (docs/benchmarks.md holds fp16 to at most
-  0.015); and the first 8 segments alone against the same segments in their batch;
-- ``engine``: speech audio seconds per second, engine only, for each batch size: corpus segments
-  grouped by length as the batcher groups them, batches in shuffled order, run by 3 threads at
-  once (as a GPU worker's runners do) and by 1; P50/P99 batch latency;
-- ``quality``: the texts of ``benchmarks/quality_texts.txt`` spoken by both engines (voice
-  defaults, noise on), written as WAV files into DIR/quality.tar for ``benchmarks/quality.py``.
+- ``load``: the engine's load and ``prepare`` (sessions built, graphs captured) for the sizes;
+- ``accuracy``: with noise off, every corpus segment in batches of 32 against the fp32
+  single-session engine with the same padded shapes: item lengths must be identical, and the
+  log-mel distance is reported (docs/benchmarks.md holds fp16 to at most 0.015); and the first 8
+  segments alone against the same segments in their batch;
+- ``engine bN tT``: speech audio seconds per second, engine only, at batch N: corpus segments
+  grouped by length as the batcher groups them, batches in shuffled order, run by T threads at
+  once (3, as a GPU worker's runners, and 1); P50/P99 batch latency; for v2 also the time spent
+  in each stage;
+- ``quality``: the texts of ``benchmarks/quality_texts.txt`` spoken by the engine (voice
+  defaults, noise on), written as WAV files into DIR/quality-ENGINE.tar for
+  ``benchmarks/quality.py``;
+- ``in-process e2e``: jobs through the worker's own pipeline (batcher, text processes, FLAC), no
+  Celery or Redis, 32 and 64 in flight.
 """
 
 from __future__ import annotations

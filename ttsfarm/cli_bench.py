@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import click
 
@@ -62,7 +62,7 @@ def bench(
     """Sweep batch sizes over a realistic mix of segment lengths and print the table."""
     from ttsfarm.voices import resolve_voice
     from worker.bench import corpus_items, format_table, short_latency, sweep, table_line
-    from worker.engine import Engine
+    from worker.engines import EngineKind, load_engine
     from worker.local import engine_options
 
     path = text_path or DEFAULT_CORPUS
@@ -71,11 +71,12 @@ def bench(
     options = engine_options(settings.replace(provider=provider, precision=precision))
     if buckets is not None:
         options = dataclasses.replace(options, shape_buckets=buckets)
-    engine = Engine(resolve_voice(voice or settings.voice, settings.voices_dir), options)
+    kind = cast(EngineKind, settings.engine)  # checked by engine_options
+    engine = load_engine(resolve_voice(voice or settings.voice, settings.voices_dir), options, kind)
     items = corpus_items(engine.voice, path.read_text(encoding="utf-8"), settings.max_phoneme_ids)
     sizes = _sizes(batch_sizes or (DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES))
     click.echo(
-        f"{engine.voice.name} on {engine.provider}, {engine.precision}, "
+        f"{engine.voice.name} on {engine.provider}, {engine.precision}, {type(engine).__name__}, "
         f"buckets {'on' if engine.buckets else 'off'}; {len(items)} segments from {path}"
     )
     probe = short_latency(engine, short_runs)
@@ -90,6 +91,7 @@ def bench(
         data = {
             "provider": engine.provider,
             "precision": engine.precision,
+            "engine": type(engine).__name__,
             "buckets": engine.buckets,
             "segments": len(items),
             "short_p50_ms": probe.p50_ms,
