@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
@@ -92,3 +93,25 @@ def test_a_new_bucket_meeting_two_runners_is_built_once(voice: Voice, phonemizer
         waves = list(pool.map(lambda _: engine.run([item, item], DETERMINISTIC), range(2)))
     assert engine.sessions_built == built + 1
     assert len(waves) == 2
+
+
+def test_a_graph_that_is_not_a_piper_voice_is_refused_at_load(voice, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ttsfarm.voices import resolve_voice
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "not-piper",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # loadable by onnxruntime: only the interface is wrong
+    onnx.save(model, tmp_path / "identity.onnx")
+    shutil.copy(voice.config_path, tmp_path / "identity.onnx.json")
+    with pytest.raises(ValueError, match=r"where a Piper voice takes \['input', 'input_lengths', 'scales'\]"):
+        Engine(resolve_voice(str(tmp_path / "identity.onnx")), EngineOptions(provider="cpu"))

@@ -68,6 +68,10 @@ NO_FP16_PLAN_MARKERS: Final = ("HEURISTIC_QUERY_FAILED", "CUDNN_FE failure")
 """How cuDNN says it has no plan for a convolution's shapes in fp16 (seen on an H200 for one
 dilated convolution at 1 to 4 rows): that bucket then runs fp32. Any other error is raised."""
 
+PIPER_INPUTS: Final = frozenset({"input", "input_lengths", "scales"})
+PIPER_OUTPUT: Final = "output"
+"""What every Piper voice's graph takes and gives (a multi-speaker voice also takes ``sid``)."""
+
 OUT_OF_MEMORY_MARKERS: Final = (
     "out of memory",
     "failed to allocate",
@@ -167,6 +171,17 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 def is_missing_fp16_plan(error: BaseException) -> bool:
     return any(marker in str(error) for marker in NO_FP16_PLAN_MARKERS)
+
+
+def check_piper_interface(session: ort.InferenceSession, path: str) -> None:
+    """Raise ``ValueError`` unless the session's graph has a Piper voice's inputs and output."""
+    inputs = {value.name for value in session.get_inputs()}
+    outputs = {value.name for value in session.get_outputs()}
+    if not inputs >= PIPER_INPUTS or PIPER_OUTPUT not in outputs:
+        raise ValueError(
+            f"{path} takes {sorted(inputs)} and gives {sorted(outputs)}, where a Piper voice takes "
+            f"{sorted(PIPER_INPUTS)} and gives {PIPER_OUTPUT!r}"
+        )
 
 
 def warmup_ids(voice: Voice) -> list[int]:
@@ -290,9 +305,15 @@ class Engine:
         with self._edit_lock:
             if self._plain_session is None:
                 started = time.perf_counter()
-                self._plain_session = build_session(
-                    str(self.voice.model_path), self._session_options, self._providers
-                )
+                path = self.voice.model_path
+                try:
+                    session = build_session(str(path), self._session_options, self._providers)
+                except Exception as error:  # onnxruntime raises its own untyped errors
+                    if is_out_of_memory(error):
+                        raise
+                    raise ValueError(f"onnxruntime cannot load {path}: {str(error).strip()[-300:]}") from None
+                check_piper_interface(session, str(path))
+                self._plain_session = session
                 with self._sessions_lock:
                     self.sessions_built += 1
                     self.session_seconds += time.perf_counter() - started
