@@ -238,6 +238,12 @@ def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Pho
     assert engine.sessions_built == built  # fitted prepared buckets: nothing new
     assert all(np.abs(wave).max() > 0.05 for wave in waves)
 
+    assert len(short[1].phoneme_ids) > 32  # no 1-row front of its width exists (the warm-up's is 32)
+    alone = engine.run(short[1:], DETERMINISTIC)[0]  # one item takes the prepared 2-row buckets
+    assert engine.last_bucket is not None and engine.last_bucket.rows == 2
+    assert engine.sessions_built == built
+    assert len(alone) == len(waves[1]) and np.abs(alone - waves[1]).max() < 1e-3
+
     longer = [EngineItem(phonemizer.ids("Speak slowly, please."))] * 2  # 49 ids: a new front
     assert len(longer[0].phoneme_ids) == 49
     engine.run(longer, DETERMINISTIC)

@@ -272,10 +272,16 @@ class StagedEngine:
     # front
 
     def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
+        """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
+        second or so, more than the spare rows (``prepare`` builds the full batch size)."""
         if not self.buckets:
             return None
         bucket = bucket_for(rows, longest, 1.0)
-        return bucket.rows, bucket.ids
+        with self._lock:
+            if (bucket.rows, bucket.ids) in self._fronts:
+                return bucket.rows, bucket.ids
+            larger = [key for key in self._fronts if key and key[1] == bucket.ids and key[0] > bucket.rows]
+        return min(larger) if larger else (bucket.rows, bucket.ids)
 
     def _run_front(self, items: Sequence[EngineItem], scales: Scales) -> FrontResult:
         lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
