@@ -21,7 +21,7 @@ from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice, resolve_voice
 from worker.engine import Engine, EngineItem, EngineOptions, Scales
-from worker.engines import load_engine
+from worker.engines import load_engine, wants_staged
 from worker.local import engine_options
 from worker.phonemes import Phonemizer
 from worker.staged import FRAME_BUCKETS, StagedEngine, frame_bucket
@@ -350,3 +350,12 @@ def test_an_unknown_engine_setting_is_refused() -> None:
     with pytest.raises(InvalidInput, match="TTSFARM_ENGINE"):
         engine_options(Settings.load({"TTSFARM_ENGINE": "turbo"}))
     assert engine_options(Settings.load({"TTSFARM_ENGINE": "staged"})).provider == "auto"
+
+
+def test_auto_takes_the_staged_engine_on_a_gpu_for_large_batches_only() -> None:
+    assert wants_staged("staged", on_gpu=False, max_batch=1)
+    assert not wants_staged("single", on_gpu=True, max_batch=32)
+    assert not wants_staged("auto", on_gpu=False, max_batch=32)
+    assert not wants_staged("auto", on_gpu=True, max_batch=8)  # measured slower than single there
+    assert wants_staged("auto", on_gpu=True, max_batch=16)
+    assert wants_staged("auto", on_gpu=True, max_batch=32)
