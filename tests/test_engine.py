@@ -5,13 +5,24 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from tests.conftest import DETERMINISTIC
+from ttsfarm.errors import DeviceUnavailable
 from ttsfarm.voices import Voice
 from worker.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
 from worker.graph import expose_durations
 from worker.phonemes import Phonemizer
+from worker.sessions import (
+    CUDA,
+    build_session,
+    check_device,
+    gpu_present,
+    providers_for,
+    session_options,
+    wants_cuda,
+)
 
 SENTENCES = [
     "Hi.",
@@ -115,3 +126,18 @@ def test_a_graph_that_is_not_a_piper_voice_is_refused_at_load(voice, tmp_path) -
     shutil.copy(voice.config_path, tmp_path / "identity.onnx.json")
     with pytest.raises(ValueError, match=r"where a Piper voice takes \['input', 'input_lengths', 'scales'\]"):
         Engine(resolve_voice(str(tmp_path / "identity.onnx")), EngineOptions(provider="cpu"))
+
+
+@pytest.mark.skipif(gpu_present(), reason="checks a machine without a GPU")
+def test_cuda_asked_for_without_a_gpu_is_an_error_not_a_quiet_cpu_run(voice: Voice) -> None:
+    with pytest.raises(DeviceUnavailable, match=r"a GPU was asked for .* run the worker on a GPU host"):
+        wants_cuda("cuda")
+    assert wants_cuda("auto") is False  # auto settles for the CPU where there is no GPU
+    if CUDA not in ort.get_available_providers():
+        pytest.skip("needs the GPU build of onnxruntime, which falls back to the CPU by itself")
+    # onnxruntime itself builds a CPU session when CUDA cannot start: the engine must notice
+    session = build_session(str(voice.model_path), session_options(1, False), providers_for(True, 0))
+    assert session.get_providers()[0] != CUDA
+    with pytest.raises(DeviceUnavailable, match="GPU 0 was asked for but onnxruntime could not start CUDA"):
+        check_device(session, True, 0)
+    check_device(session, False, 0)  # asked for the CPU: fine

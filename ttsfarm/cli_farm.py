@@ -173,8 +173,9 @@ def worker(
     if not settings.farm_mode:
         raise PermanentError(NO_BROKER_MESSAGE)
     # The worker's app reads its settings from the environment when it is imported.
-    if gpu is not None:
+    if gpu is not None:  # a GPU asked for by number: the worker runs on it or stops
         os.environ["TTSFARM_GPU"] = str(gpu)
+        os.environ["TTSFARM_PROVIDER"] = "cuda"
     if cpu:
         os.environ["TTSFARM_PROVIDER"] = "cpu"
     if concurrency is not None:

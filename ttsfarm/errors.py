@@ -6,7 +6,8 @@
     │   ├── VoiceNotFound        unknown voice name or path
     │   ├── UnsupportedFormat    output format we cannot encode
     │   ├── JobNotFound          no job with that id
-    │   └── Cancelled            the job was cancelled before it finished
+    │   ├── Cancelled            the job was cancelled before it finished
+    │   └── DeviceUnavailable    a GPU was asked for and cannot be used
     └── TransientError           may succeed on retry (broker blip, storage throttling)
         ├── BrokerUnavailable    the broker cannot be reached
         └── StorageUnavailable   the storage backend failed or cannot be reached
@@ -28,6 +29,11 @@ class PermanentError(TtsfarmError):
 
 class InvalidInput(PermanentError):
     """The text, file or option given is not usable."""
+
+
+class DeviceUnavailable(PermanentError):
+    """A GPU was asked for (``--gpu``, ``TTSFARM_PROVIDER=cuda``) and cannot be used: the worker
+    stops rather than run on the CPU without saying so."""
 
 
 class VoiceNotFound(PermanentError):

@@ -49,7 +49,20 @@ class WorkerResources:
                 self._synthesizer = build_synthesizer(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))
-                log.info("engine ready on %s (warm-up %.2f s)", engine.provider, engine.warmup_seconds)
+                batcher = self._synthesizer.batcher
+                log.info(
+                    "engine ready: voice %s on %s (device %d), %s, %s; batches of up to %d, %d runners, "
+                    "%d text processes (warm-up %.2f s)",
+                    engine.voice.name,
+                    engine.provider,
+                    engine.options.device_id,
+                    engine.precision,
+                    type(engine).__name__,
+                    batcher.max_batch,
+                    batcher.runners,
+                    self._synthesizer.frontend.processes,
+                    engine.warmup_seconds,
+                )
             return self._synthesizer
 
     @property

@@ -29,6 +29,7 @@ from worker.sessions import (
     Precision,
     Provider,
     build_session,
+    check_device,
     gpu_present,
     providers_for,
     session_options,
@@ -243,6 +244,7 @@ class Engine:
         else:
             first = self._plain()
         self._input_names = {i.name for i in first.get_inputs()}
+        check_device(first, use_cuda, options.device_id)
         self.provider: str = first.get_providers()[0]
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
         self.warmup_seconds = 0.0

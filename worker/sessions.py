@@ -11,6 +11,8 @@ from typing import Any, Final, Literal
 
 import onnxruntime as ort
 
+from ttsfarm.errors import DeviceUnavailable
+
 log = logging.getLogger(__name__)
 
 Provider = Literal["auto", "cuda", "cpu"]
@@ -47,18 +49,44 @@ def gpu_present() -> bool:
     return gpus.is_dir() and any(gpus.iterdir())
 
 
+def gpu_count() -> int:
+    """GPUs the NVIDIA driver reports on this machine (0 without the driver)."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return sum(1 for _ in gpus.iterdir()) if gpus.is_dir() else 0
+
+
 def wants_cuda(provider: Provider) -> bool:
     """Whether these options ask for CUDA and this onnxruntime build has it.
 
-    ``auto`` asks for CUDA only where a GPU is present, so CPU machines with the GPU build
-    of onnxruntime do not log a failed CUDA load; ``cuda`` always tries it.
+    ``auto`` asks for CUDA only where a GPU is present, so CPU machines with the GPU build of
+    onnxruntime do not log a failed CUDA load, and uses the CPU where CUDA cannot run. ``cuda``
+    insists: without a GPU or a CUDA build it raises :class:`DeviceUnavailable`.
     """
-    asked = provider == "cuda" or (provider == "auto" and gpu_present())
-    if asked and CUDA not in ort.get_available_providers():
-        if provider == "cuda":
-            log.warning("CUDA was asked for but onnxruntime has no CUDA provider here; using CPU")
-        return False
-    return asked
+    if provider == "cuda":
+        if not gpu_present():
+            raise DeviceUnavailable(
+                "a GPU was asked for (--gpu or TTSFARM_PROVIDER=cuda) but the NVIDIA driver reports "
+                "none on this machine: run the worker on a GPU host, or with --cpu"
+            )
+        if CUDA not in ort.get_available_providers():
+            raise DeviceUnavailable(
+                "a GPU was asked for but this onnxruntime has no CUDA provider: install "
+                "onnxruntime-gpu (scripts/install does), or run with --cpu"
+            )
+        return True
+    return provider == "auto" and gpu_present() and CUDA in ort.get_available_providers()
+
+
+def check_device(session: ort.InferenceSession, use_cuda: bool, device_id: int) -> None:
+    """Raise :class:`DeviceUnavailable` if CUDA was wanted and the session did not get it
+    (onnxruntime quietly builds a CPU session when the CUDA provider fails to start)."""
+    if use_cuda and session.get_providers()[0] != CUDA:
+        count = gpu_count()
+        raise DeviceUnavailable(
+            f"GPU {device_id} was asked for but onnxruntime could not start CUDA on it "
+            f"({count} GPU{'s' if count != 1 else ''} here; its own error is in the log above): "
+            "check the device number, the NVIDIA driver and the CUDA and cuDNN libraries"
+        )
 
 
 def providers_for(use_cuda: bool, device_id: int, cuda_options: Sequence[tuple[str, str]] = ()) -> list[Any]:

@@ -53,6 +53,7 @@ from worker.sessions import (
     CUDA,
     Precision,
     build_session,
+    check_device,
     providers_for,
     session_options,
     share_gpu_arena,
@@ -191,6 +192,7 @@ class StagedEngine:
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
+        check_device(first, use_cuda, options.device_id)
         self.provider: str = first.get_providers()[0]
         log.info(
             "voice %s loaded on %s (%s, staged%s)",

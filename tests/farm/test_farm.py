@@ -29,6 +29,7 @@ from ttsfarm.storage import LocalStorage
 from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
 from worker.pipeline import Synthesizer
+from worker.sessions import gpu_present
 from worker.text import split_sentences
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
@@ -410,4 +411,23 @@ def test_a_worker_with_a_bad_setting_stops_instead_of_failing_jobs(
     )
     assert done.returncode == 1
     assert "TTSFARM_PRECISION must be auto, fp16 or fp32" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(gpu_present(), reason="checks a machine without a GPU")
+def test_a_worker_asked_for_a_gpu_it_does_not_have_stops(
+    redis_url: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    env = farm_env(redis_url, s3_endpoint)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "ttsfarm", "worker", "--gpu", "0", "-n", "gpuless@%h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert time.monotonic() - started < 60
+    assert "a GPU was asked for" in done.stderr and "--cpu" in done.stderr
     assert "Traceback" not in done.stderr
