@@ -185,6 +185,26 @@ def check_piper_interface(session: ort.InferenceSession, path: str) -> None:
         )
 
 
+def padded_feeds(
+    items: Sequence[EngineItem], rows: int, width: int, scales: Scales, takes_sid: bool
+) -> dict[str, np.ndarray]:
+    """The graph's inputs for a batch padded to ``rows`` x ``width`` phoneme ids. Spare rows
+    repeat the shortest item (their audio is discarded)."""
+    lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
+    shortest = int(np.argmin(lengths))
+    ids = np.full((rows, width), PAD_ID, dtype=np.int64)
+    all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
+    all_lengths[: len(items)] = lengths
+    for row in range(rows):
+        source = items[row] if row < len(items) else items[shortest]
+        ids[row, : all_lengths[row]] = source.phoneme_ids
+    feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
+    if takes_sid:
+        sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
+        feeds["sid"] = np.array(sids, dtype=np.int64)
+    return feeds
+
+
 def warmup_ids(voice: Voice) -> list[int]:
     """Phoneme ids of :data:`WARMUP_PHONEMES` in the voice's own id map."""
     id_map = voice.phoneme_id_map
@@ -322,13 +342,7 @@ class Engine:
             return self._plain_session
 
     def _run_alone(self, item: EngineItem, scales: Scales) -> np.ndarray:
-        feeds = {
-            "input": np.array([item.phoneme_ids], dtype=np.int64),
-            "input_lengths": np.array([len(item.phoneme_ids)], dtype=np.int64),
-            "scales": scales.as_array(),
-        }
-        if "sid" in self._input_names:
-            feeds["sid"] = np.array([item.speaker_id or 0], dtype=np.int64)
+        feeds = padded_feeds([item], 1, len(item.phoneme_ids), scales, "sid" in self._input_names)
         try:
             with self._run_slots:
                 (audio,) = self._plain().run(["output"], feeds)
@@ -341,20 +355,10 @@ class Engine:
     def _run_once(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         if len(items) == 1 and not self.buckets:
             return [self._run_alone(items[0], scales)]
-        lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
-        bucket = self._bucket(len(items), int(lengths.max()), scales.length_scale)
-        rows, width = (bucket.rows, bucket.ids) if bucket else (len(items), int(lengths.max()))
-        shortest = int(np.argmin(lengths))
-        ids = np.full((rows, width), PAD_ID, dtype=np.int64)
-        all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
-        all_lengths[: len(items)] = lengths
-        for row in range(rows):
-            source = items[row] if row < len(items) else items[shortest]  # spare rows: discarded
-            ids[row, : all_lengths[row]] = source.phoneme_ids
-        feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
-        if "sid" in self._input_names:
-            sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
-            feeds["sid"] = np.array(sids, dtype=np.int64)
+        longest = max(len(item.phoneme_ids) for item in items)
+        bucket = self._bucket(len(items), longest, scales.length_scale)
+        rows, width = (bucket.rows, bucket.ids) if bucket else (len(items), longest)
+        feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         if bucket is not None:
             feeds[MIN_FRAMES_INPUT] = np.array(bucket.frames, dtype=np.int64)
         self.last_bucket = bucket

@@ -43,16 +43,15 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def gpu_present() -> bool:
-    """True when an NVIDIA driver reports at least one GPU on this machine."""
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
-
-
 def gpu_count() -> int:
     """GPUs the NVIDIA driver reports on this machine (0 without the driver)."""
     gpus = Path("/proc/driver/nvidia/gpus")
     return sum(1 for _ in gpus.iterdir()) if gpus.is_dir() else 0
+
+
+def gpu_present() -> bool:
+    """True when an NVIDIA driver reports at least one GPU on this machine."""
+    return gpu_count() > 0
 
 
 def wants_cuda(provider: Provider) -> bool:

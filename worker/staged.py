@@ -38,7 +38,6 @@ import onnxruntime as ort
 from ttsfarm.voices import Voice
 from worker.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
 from worker.engine import (
-    PAD_ID,
     EngineItem,
     EngineOptions,
     EngineOutOfMemory,
@@ -46,6 +45,7 @@ from worker.engine import (
     filler_ids,
     is_missing_fp16_plan,
     is_out_of_memory,
+    padded_feeds,
     warmup_ids,
 )
 from worker.precision import convert_to_fp16
@@ -163,13 +163,11 @@ class StagedEngine:
         self.warmup_seconds = 0.0
         self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
         """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
-        started = time.perf_counter()
         stages = split_voice(onnx.load(str(voice.model_path)))
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"
         self._waveform = convert_to_fp16(stages.waveform, whole_graph=True) if half else None
-        self.split_seconds = time.perf_counter() - started
         self._device = "cuda" if use_cuda else "cpu"
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
@@ -286,20 +284,10 @@ class StagedEngine:
         return min(larger) if larger else (bucket.rows, bucket.ids)
 
     def _run_front(self, items: Sequence[EngineItem], scales: Scales) -> FrontResult:
-        lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
-        key = self._front_key(len(items), int(lengths.max()))
-        rows, width = key if key else (len(items), int(lengths.max()))
-        shortest = int(np.argmin(lengths))
-        ids = np.full((rows, width), PAD_ID, dtype=np.int64)
-        all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
-        all_lengths[: len(items)] = lengths
-        for row in range(rows):
-            source = items[row] if row < len(items) else items[shortest]  # spare rows: discarded
-            ids[row, : all_lengths[row]] = source.phoneme_ids
-        feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
-        if "sid" in self._input_names:
-            sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
-            feeds["sid"] = np.array(sids, dtype=np.int64)
+        longest = max(len(item.phoneme_ids) for item in items)
+        key = self._front_key(len(items), longest)
+        rows, width = key if key else (len(items), longest)
+        feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         session = self._front(key)
         binding = session.io_binding()
         for name, value in feeds.items():

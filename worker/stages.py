@@ -71,7 +71,6 @@ class VoiceStages:
     expand: onnx.ModelProto
     waveform: onnx.ModelProto
     names: StageNames
-    front_inputs: tuple[str, ...]
 
 
 def split_voice(model: onnx.ModelProto) -> VoiceStages:
@@ -124,7 +123,7 @@ def _split(model: onnx.ModelProto) -> VoiceStages:
     _check_closed(waveform, "waveform")
     _name_dims(waveform, {prior: ("rows", channels, "frames"), mask: ("rows", 1, "frames")})
     _name_dims(front, {mean_t: ("rows", "ids", channels), log_std_t: ("rows", "ids", channels)})
-    return VoiceStages(front, expand_model(names, front), waveform, names, inputs)
+    return VoiceStages(front, expand_model(names, front), waveform, names)
 
 
 def _downstream(start: str, consumers: Mapping[str, Sequence[onnx.NodeProto]]) -> set[int]:
