@@ -19,7 +19,9 @@ from moto.server import ThreadedMotoServer
 from producer import Client
 from ttsfarm.settings import Settings
 
-REDIS_URL = "redis://127.0.0.1:6379/11"
+# TTSFARM_TEST_REDIS points the suite at another Redis server (two suites at once must not share one).
+REDIS_SERVER = os.environ.get("TTSFARM_TEST_REDIS", "redis://127.0.0.1:6379")
+REDIS_URL = f"{REDIS_SERVER}/11"
 BUCKET = "ttsfarm-test"
 PREFIX = "jobs"
 CREDENTIALS = {
@@ -50,7 +52,7 @@ def redis_url() -> str:
     try:
         client.ping()
     except redis.exceptions.ConnectionError:
-        pytest.fail("Redis is not running on 127.0.0.1:6379: run scripts/services")
+        pytest.fail(f"Redis is not running at {REDIS_SERVER}: run scripts/services")
     client.flushdb()
     return REDIS_URL
 
