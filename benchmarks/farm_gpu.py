@@ -33,6 +33,7 @@ import redis
 
 from producer import Client
 from producer.client import JobSpec
+from ttsfarm.registry import JobStatus
 from ttsfarm.settings import Settings
 from worker.text import split_sentences
 
@@ -90,13 +91,21 @@ def start_worker(
     raise RuntimeError("worker did not become ready")
 
 
+def wait_all(client: Client, ids: list[str], timeout: float = 3600.0, poll: float = POLL) -> list[JobStatus]:
+    """Every job's final status (polling only those still open), in the order of ``ids``."""
+    done: dict[str, JobStatus] = {}
+    deadline = time.monotonic() + timeout
+    while len(done) < len(ids) and time.monotonic() < deadline:
+        for job_id in ids:
+            if job_id not in done and (status := client.status(job_id)).done:
+                done[job_id] = status
+        time.sleep(poll)
+    return [done.get(job_id) or client.status(job_id) for job_id in ids]
+
+
 def run_jobs(client: Client, texts: list[str], audio_format: str) -> dict[str, Any]:
     ids = client.submit_many([JobSpec(text, format=audio_format) for text in texts])
-    statuses = []
-    for job_id in ids:
-        while not (status := client.status(job_id)).done:
-            time.sleep(POLL)
-        statuses.append(status)
+    statuses = wait_all(client, ids)
     done = [s for s in statuses if s.result is not None]
     audio = sum(s.result.duration for s in done if s.result)
     first = min(s.submitted_at or 0.0 for s in statuses)

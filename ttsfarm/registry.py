@@ -66,8 +66,12 @@ class JobStatus:
     error: str | None = None
     result: JobResult | None = None
     submitted_at: float | None = None
+    started_at: float | None = None
+    """When a worker last started it (its queue wait is ``started_at - submitted_at``)."""
     finished_at: float | None = None
     attempts: int = 0
+    """How often a worker started it (more than once after a retry or a redelivery)."""
+    cancel_requested: bool = False
 
     @property
     def done(self) -> bool:
@@ -109,9 +113,12 @@ class JobRegistry:
         except redis.exceptions.TimeoutError:
             raise BrokerUnavailable(f"Redis at {self.url} did not answer in time") from None
 
-    def _update(self, job_id: str, **fields: Any) -> None:
+    def _update(self, job_id: str, count: str | None = None, **fields: Any) -> None:
+        """Write ``fields`` (and add one to the ``count`` field) in one round trip."""
         mapping: dict[Any, Any] = {k: json.dumps(v) for k, v in fields.items()}
         pipe = self._redis.pipeline()
+        if count is not None:
+            pipe.hincrby(self._key(job_id), count, 1)
         pipe.hset(self._key(job_id), mapping=mapping)
         pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
         self._reach(pipe.execute)
@@ -137,8 +144,7 @@ class JobRegistry:
         return bool(self._call("exists", self._key(job_id)))
 
     def started(self, job_id: str) -> None:
-        attempts = int(self._call("hincrby", self._key(job_id), "attempts", 1))
-        self._update(job_id, state="running", started_at=time.time(), attempts=attempts, error=None)
+        self._update(job_id, count="attempts", state="running", started_at=time.time(), error=None)
 
     def progressed(self, job_id: str, done: int, total: int, audio_seconds: float) -> None:
         self._update(
@@ -197,6 +203,8 @@ class JobRegistry:
             error=data.get("error"),
             result=JobResult.from_dict(result) if result else None,
             submitted_at=data.get("submitted_at"),
+            started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
             attempts=int(data.get("attempts", 0)),
+            cancel_requested=bool(data.get("cancel_requested")),
         )

@@ -29,8 +29,8 @@ PROGRESS_INTERVAL_SECONDS: Final = 0.5
 class _Throttle:
     """Calls through at most once per interval (and always for the final call)."""
 
-    def __init__(self, interval: float) -> None:
-        self.interval, self._last = interval, 0.0
+    def __init__(self, interval: float, checked_now: bool = False) -> None:
+        self.interval, self._last = interval, time.monotonic() if checked_now else 0.0
 
     def due(self, final: bool = False) -> bool:
         now = time.monotonic()
@@ -49,21 +49,24 @@ def run_job(
     errors through for the caller to record or retry.
     """
     job_id = request.job_id
-    recorded = registry.status(job_id)
+    recorded = registry.status(job_id)  # one read: the state, the attempts, a cancel request
     if recorded.state == "succeeded" and recorded.result is not None:
         log.info("job %s was already done: returning its recorded result", job_id)
         return recorded.result  # delivered again: a late cancel or a storage outage must not undo it
-    if registry.cancel_requested(job_id):
+    if recorded.cancel_requested:
         raise Cancelled("the job was cancelled before it started")
     registry.started(job_id)
-    finished = storage.get_bytes(result_key(job_id))
+    # A job that no worker started before cannot have stored a result: look only otherwise
+    # (a redelivery, a retry, or a record lost with Redis), saving a storage read per job.
+    first_start = recorded.state == "queued" and recorded.attempts == 0
+    finished = None if first_start else storage.get_bytes(result_key(job_id))
     if finished is not None:  # stored, but the worker died before recording it
         result = JobResult.from_dict(json.loads(finished))
         log.info("job %s was already done: returning its stored result", job_id)
         registry.succeeded(job_id, result)
         return result
     progress_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS)
-    cancel_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS)
+    cancel_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS, checked_now=True)  # just read above
     cancel_seen = False
 
     def on_progress(progress: Progress) -> None:

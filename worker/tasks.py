@@ -55,4 +55,6 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         log.exception("job %s failed", job_id)
         registry.failed(job_id, f"internal error: {type(error).__name__}: {error}")
         raise
-    return result.to_dict()
+    # What Celery logs and Flower shows; the full result (with every segment's text and timing)
+    # is in the job record and beside the audio.
+    return {"job_id": job_id, "location": result.location, "duration": round(result.duration, 3)}

@@ -1,0 +1,254 @@
+"""Many short jobs: one-sentence jobs through one worker, burst capacity, then an open loop.
+
+    python benchmarks/short_jobs.py --out DIR [--burst 2000] [--fraction 0.7] [--seconds 20]
+    python benchmarks/short_jobs.py --out DIR --variants TTSFARM_CONCURRENCY=128   # settings
+    python benchmarks/short_jobs.py --out DIR --smoke        # tiny, on the CPU
+
+Starts its own Redis (--port) and, per variant, one ``ttsfarm worker`` (--gpu 0, or --cpu with
+--smoke or --cpu) storing WAV files in a local folder. Jobs are single sentences of held-out
+prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client``.
+
+- *engine*: the same sentences straight through the worker's engine kind in a process of its
+  own (phonemes ready, batches of the worker's size, its runner count): the rate a worker
+  could reach with no per-job cost at all. The worker's jobs/s against it is the per-job cost.
+- *burst*: --burst jobs submitted at once; jobs/s from the first submit to the last finish.
+- *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced;
+  latency of each job from submit to stored, taken from its own job record.
+
+Prints a table and writes DIR/short_jobs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+import redis
+from farm_gpu import PROSE, start_redis, start_worker, wait_all
+
+from producer import Client
+from producer.client import JobSpec
+from ttsfarm.registry import JobStatus
+from ttsfarm.settings import Settings
+from worker.bench import corpus_items
+from worker.text import split_sentences
+
+MIN_WORDS, MAX_WORDS = 8, 30
+POLL = 0.05
+
+
+def sentences(count: int) -> list[str]:
+    pool = [
+        s
+        for s in split_sentences(PROSE.read_text().replace("\n", " "))
+        if MIN_WORDS <= len(s.split()) <= MAX_WORDS
+    ]
+    return [pool[index % len(pool)] for index in range(count)]
+
+
+def summary(statuses: list[JobStatus], wall: float | None = None) -> dict[str, Any]:
+    ok = [s for s in statuses if s.state == "succeeded" and s.submitted_at and s.finished_at]
+    latencies = [(s.finished_at or 0.0) - (s.submitted_at or 0.0) for s in ok]
+    first = min((s.submitted_at or 0.0) for s in statuses) if statuses else 0.0
+    last = max((s.finished_at or 0.0) for s in ok) if ok else first
+    span = wall if wall is not None else last - first
+    audio = sum(s.result.duration for s in ok if s.result)
+    row: dict[str, Any] = {
+        "jobs": len(statuses),
+        "succeeded": len(ok),
+        "not_succeeded": [f"{s.state}: {s.error}" for s in statuses if s.state != "succeeded"][:3],
+        "seconds": round(span, 2),
+        "jobs_per_s": round(len(ok) / span, 1) if span > 0 else None,
+        "audio_per_s": round(audio / span, 1) if span > 0 else None,
+    }
+    if latencies:
+        for name, q in (("p50_ms", 50), ("p95_ms", 95), ("p99_ms", 99)):
+            row[name] = round(float(np.percentile(latencies, q)) * 1000, 1)
+    return row
+
+
+def burst(client: Client, count: int, timeout: float) -> dict[str, Any]:
+    ids = client.submit_many([JobSpec(text) for text in sentences(count)])
+    return summary(wait_all(client, ids, timeout, POLL))
+
+
+def open_loop(client: Client, rate: float, seconds: float, timeout: float) -> dict[str, Any]:
+    """Submit at ``rate`` jobs/s, evenly spaced, from a few threads so no submit waits on another."""
+    texts = sentences(max(int(rate * seconds), 1))
+    interval = 1.0 / rate
+    start = time.monotonic() + 0.2
+
+    def send(index: int) -> str:
+        delay = start + index * interval - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return client.submit(texts[index])
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(send, range(len(texts))))
+    sent_for = time.monotonic() - start
+    row = summary(wait_all(client, ids, timeout, POLL))
+    row["offered_per_s"] = round(rate, 1)
+    row["submitted_per_s"] = round(len(ids) / sent_for, 1)
+    return row
+
+
+def engine_rate(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """The engine's own rate on the same sentences, in a process of its own."""
+    command = [sys.executable, __file__, "--engine-only", "--out", str(args.out), "--burst", str(args.burst)]
+    if args.smoke or args.cpu:
+        command.append("--cpu")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        return {"error": done.stderr[-1500:]}
+    return dict(json.loads(lines[-1]))
+
+
+def engine_only(args: argparse.Namespace) -> None:
+    """Run by :func:`engine_rate` in its own process: prints one JSON line."""
+    from worker.local import build_synthesizer
+
+    settings = Settings.load().replace(provider="cpu" if args.cpu else "cuda", prewarm=True)
+    synthesizer = build_synthesizer(settings)
+    batcher = synthesizer.batcher
+    engine = batcher.engine(synthesizer.voice(settings.voice))
+    items = [item for text in sentences(args.burst) for item in corpus_items(engine.voice, text)]
+    items.sort(key=lambda item: len(item.phoneme_ids))
+    size = batcher.max_batch
+    batches = [items[start : start + size] for start in range(0, len(items), size)]
+    scales = engine.default_scales()
+    engine.run(batches[0], scales)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(batcher.runners) as pool:
+        samples = sum(sum(map(len, waves)) for waves in pool.map(lambda b: engine.run(b, scales), batches))
+    wall = time.perf_counter() - started
+    print(
+        json.dumps(
+            {
+                "sentences": args.burst,
+                "segments": len(items),
+                "batch": size,
+                "runners": batcher.runners,
+                "jobs_per_s": round(args.burst / wall, 1),
+                "audio_per_s": round(samples / engine.voice.sample_rate / wall, 1),
+            }
+        ),
+        flush=True,
+    )
+
+
+def start_profile(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy's samples of the worker (and its text processes) during the burst, as folded stacks."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        print("no py-spy on PATH: no profile", flush=True)
+        return None
+    command = [spy, "record", "--pid", str(pid), "--duration", "8", "--format", "raw", "--subprocesses"]
+    return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
+
+
+def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    label = variant.replace(",", "-").replace("=", "") or "default"
+    storage = folder / f"out-{label}"
+    env = {
+        **os.environ,
+        "TTSFARM_BROKER_URL": f"redis://127.0.0.1:{args.port}/0",
+        "TTSFARM_STORAGE_URL": str(storage),
+        "PYTHONUNBUFFERED": "1",
+        **dict(pair.split("=", 1) for pair in variant.split(",") if pair),
+    }
+    worker, ready_s = start_worker(env, folder / f"worker-{label}.log", args.smoke or args.cpu)
+    try:
+        client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
+        burst(client, max(args.burst // 10, 4), args.timeout)  # warm-up
+        profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
+        capacity = burst(client, args.burst, args.timeout)
+        if profiler is not None:
+            profiler.wait(120)
+        rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
+        loop = open_loop(client, rate, args.seconds, args.timeout)
+        client.close()
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        redis.Redis(port=args.port).flushall()
+        shutil.rmtree(storage, ignore_errors=True)
+    return {"ready_s": round(ready_s, 1), "burst": capacity, "open_loop": loop}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--variants", nargs="+", default=[""], help="worker settings, e.g. TTSFARM_CONCURRENCY=64"
+    )
+    parser.add_argument("--burst", type=int, default=2000)
+    parser.add_argument("--fraction", type=float, default=0.7)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--port", type=int, default=6391)
+    parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--cpu", action="store_true", help="a CPU worker")
+    parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
+    parser.add_argument("--profile", action="store_true", help="py-spy the worker during the burst")
+    parser.add_argument("--engine-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.engine_only:
+        engine_only(args)
+        return
+    if args.smoke:
+        args.burst, args.seconds = 6, 2.0
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"engine": engine_rate(args, dict(os.environ))}
+    print("engine", json.dumps(results["engine"]), flush=True)
+    server = start_redis(args.redis_server, args.port)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ttsfarm-short-") as folder:
+            for variant in args.variants:
+                name = variant or "default"
+                try:
+                    results[name] = measure(variant, args, Path(folder))
+                except Exception as error:
+                    results[name] = {"error": repr(error)}
+                    for log in Path(folder).glob("worker-*.log"):
+                        shutil.copy(log, args.out / log.name)
+                print(name, json.dumps(results[name]), flush=True)
+                (args.out / "short_jobs.json").write_text(json.dumps(results, indent=1))
+    finally:
+        server.terminate()
+    engine = results["engine"].get("jobs_per_s")
+    print(f"engine alone: {engine} jobs/s ({results['engine'].get('audio_per_s')} audio s/s)")
+    print(
+        "| worker settings | burst jobs/s | share of engine | open loop jobs/s | P50 ms | P95 ms | P99 ms |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, found in results.items():
+        if name == "engine" or "burst" not in found:
+            continue
+        b, o = found["burst"], found["open_loop"]
+        share = f"{b['jobs_per_s'] / engine:.2f}" if engine and b.get("jobs_per_s") else "-"
+        print(
+            f"| {name} | {b.get('jobs_per_s')} | {share} | {o.get('jobs_per_s')} | "
+            f"{o.get('p50_ms')} | {o.get('p95_ms')} | {o.get('p99_ms')} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The waveform stage alone (flow and decoder, fp16, a captured CUDA graph) under CUDA provider
+variants, and the front stage alone: where engine v2's time goes on the GPU.
+
+    python benchmarks/waveform_kernels.py --out DIR [--shapes 32x512 32x1024] [--replays 30]
+
+For each variant (extra CUDA provider options) a staged engine is built without warm-up; for
+each ``ROWSxFRAMES`` shape its waveform slot is captured, filled with the same random prior,
+and replayed --replays times on the graph lane. Printed per variant and shape: ms per replay,
+padded audio seconds per second, and the output's relative L2 distance from the first variant's
+(layout options must not change the audio). Then the front stage alone, at batch 32 of corpus
+segments, run by 1 and by 3 threads. Results go to DIR/waveform_kernels.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from ttsfarm.voices import resolve_voice
+from worker.bench import corpus_items
+from worker.engine import EngineOptions, Scales
+from worker.staged import StagedEngine
+
+HERE = Path(__file__).resolve().parent
+VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "default": (),
+    "nc1d": (("cudnn_conv1d_pad_to_nc1d", "1"),),
+    "nhwc": (("prefer_nhwc", "1"),),
+    "nhwc+nc1d": (("prefer_nhwc", "1"), ("cudnn_conv1d_pad_to_nc1d", "1")),
+}
+SEED = 11
+
+
+def replays(engine: StagedEngine, rows: int, frames: int, count: int) -> tuple[list[float], np.ndarray]:
+    engine._on_lane(partial(engine._capture, rows, frames))
+    slot = engine._slot(rows, frames)
+    rng = np.random.default_rng(SEED)
+    for name, buffer in slot.inputs.items():
+        shape = buffer.shape()
+        value = rng.standard_normal(shape).astype(np.float32) if name != engine.stages.names.mask else None
+        buffer.update_inplace(value if value is not None else np.ones(shape, dtype=np.float32))
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        engine._on_lane(partial(engine._replay, slot, rows, frames))
+        times.append(time.perf_counter() - started)
+    return times, np.asarray(slot.output.numpy()).reshape(rows, -1)
+
+
+def front_alone(engine: StagedEngine, threads: int, batches: int) -> dict[str, float]:
+    items = sorted(
+        corpus_items(engine.voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids)
+    )
+    batch = items[len(items) // 2 : len(items) // 2 + 32]
+    scales = Scales(0.0, 1.0, 0.0)
+    engine._run_front(batch, scales)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda _: engine._run_front(batch, scales), range(batches)))
+    wall = time.perf_counter() - started
+    return {
+        "threads": threads,
+        "ms_per_batch": round(wall / batches * 1000, 2),
+        "ids": max(len(i.phoneme_ids) for i in batch),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--shapes", nargs="+", default=["32x512", "32x768", "32x1024", "64x768"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--replays", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU (no graphs)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    voice = resolve_voice("joe")
+    shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes]
+    results: dict[str, Any] = {}
+    reference: dict[tuple[int, ...], np.ndarray] = {}
+    engine = None
+    for variant in args.variants:
+        options = EngineOptions(
+            provider="cpu" if args.smoke else "cuda",
+            warmup=False,
+            cuda_options=VARIANTS[variant],
+            shape_buckets=True,
+        )
+        engine = StagedEngine(voice, options)
+        for rows, frames in shapes:
+            try:
+                times, audio = replays(engine, rows, frames, args.replays)
+            except Exception as error:  # a variant the provider refuses is a result too
+                results[f"{variant} {rows}x{frames}"] = {"error": str(error).splitlines()[0][:300]}
+                print(variant, rows, frames, "error", error, flush=True)
+                continue
+            ms = float(np.median(times)) * 1000
+            audio_s = rows * frames * voice.hop_length / voice.sample_rate
+            base = reference.setdefault((rows, frames), audio)
+            distance = float(np.linalg.norm(audio - base) / max(np.linalg.norm(base), 1e-9))
+            row = {
+                "ms": round(ms, 2),
+                "padded_audio_per_s": round(audio_s / ms * 1000, 1),
+                "rel_l2": round(distance, 5),
+                "fp32": engine._slot(rows, frames).fp32,
+            }
+            results[f"{variant} {rows}x{frames}"] = row
+            print(f"{variant:>10} {rows:>3}x{frames:<5} {row}", flush=True)
+        (args.out / "waveform_kernels.json").write_text(json.dumps(results, indent=1))
+    if engine is not None:
+        for threads in (1, 3):
+            results[f"front b32 t{threads}"] = front_alone(engine, threads, 2 if args.smoke else 60)
+            print(f"front b32 t{threads}", results[f"front b32 t{threads}"], flush=True)
+    (args.out / "waveform_kernels.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
