@@ -1,13 +1,14 @@
-"""The waveform stage alone (flow and decoder, fp16, a captured CUDA graph) under CUDA provider
-variants, and the front stage alone: where engine v2's time goes on the GPU.
+"""The waveform stage alone (flow and decoder, fp16, a captured CUDA graph) in NCHW and NHWC
+layouts, and the front stage alone: where engine v2's time goes on the GPU.
 
     python benchmarks/waveform_kernels.py --out DIR [--shapes 32x512 32x1024] [--replays 30]
 
-For each variant (extra CUDA provider options) a staged engine is built without warm-up; for
+For each variant (NCHW everywhere, NHWC everywhere, the engine's default: NHWC from
+``NHWC_MIN_ROWS`` rows) a staged engine is built without warm-up; for
 each ``ROWSxFRAMES`` shape its waveform slot is captured, filled with the same random prior,
 and replayed --replays times on the graph lane. Printed per variant and shape: ms per replay,
 padded audio seconds per second, and the output's relative L2 distance from the first variant's
-(layout options must not change the audio). Then the front stage alone, at batch 32 of corpus
+(the layout must not change the audio). Then the front stage alone, at batch 32 of corpus
 segments, run by 1 and by 3 threads. Results go to DIR/waveform_kernels.json.
 """
 
@@ -27,17 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from ttsfarm.voices import resolve_voice
+from worker import staged
 from worker.bench import corpus_items
 from worker.engine import EngineOptions, Scales
 from worker.staged import StagedEngine
 
 HERE = Path(__file__).resolve().parent
-VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "default": (),
-    "nc1d": (("cudnn_conv1d_pad_to_nc1d", "1"),),
-    "nhwc": (("prefer_nhwc", "1"),),
-    "nhwc+nc1d": (("prefer_nhwc", "1"), ("cudnn_conv1d_pad_to_nc1d", "1")),
-}
+VARIANTS: dict[str, int] = {"nchw": 1 << 30, "nhwc": 1, "default": staged.NHWC_MIN_ROWS}
+"""Variant name: the fewest rows a waveform slot has to run in NHWC layout."""
 SEED = 11
 
 
@@ -78,7 +76,11 @@ def front_alone(engine: StagedEngine, threads: int, batches: int) -> dict[str, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--shapes", nargs="+", default=["32x512", "32x768", "32x1024", "64x768"])
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        default=["1x128", "1x512", "8x256", "8x512", "16x512", "32x512", "32x1024", "64x768"],
+    )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--replays", type=int, default=30)
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU (no graphs)")
@@ -93,9 +95,9 @@ def main() -> None:
         options = EngineOptions(
             provider="cpu" if args.smoke else "cuda",
             warmup=False,
-            cuda_options=VARIANTS[variant],
             shape_buckets=True,
         )
+        staged.NHWC_MIN_ROWS = VARIANTS[variant]  # type: ignore[misc]  # read when a slot is built
         engine = StagedEngine(voice, options)
         for rows, frames in shapes:
             try:
