@@ -11,9 +11,10 @@ import pytest
 import soundfile as sf
 
 from ttsfarm import files
-from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.errors import Cancelled, InvalidAudio, InvalidInput, TransientError
 from ttsfarm.jobs import JobRequest, SynthesisOptions
 from ttsfarm.storage import LocalStorage
+from worker.audio import SegmentWriter
 from worker.pipeline import Synthesizer
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery.txt"
@@ -145,3 +146,16 @@ def test_local_output_follows_the_umask(
     monkeypatch.setattr(files, "UMASK", 0o027)
     result = synthesizer.synthesize(JobRequest("Shared."), LocalStorage(tmp_path), "shared.wav")
     assert Path(result.location).stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_audio_that_is_not_numbers_is_never_written(tmp_path: Path, bad: float) -> None:
+    writer = SegmentWriter(tmp_path / "out.flac", 22050, "flac")
+    writer.append(np.full(2205, 0.1, dtype=np.float32), "fine", 0.0)
+    broken = np.full(2205, 0.1, dtype=np.float32)
+    broken[1000] = bad
+    with pytest.raises(InvalidAudio, match="not numbers") as raised:
+        writer.append(broken, "broken", 0.0)
+    assert isinstance(raised.value, TransientError)  # retried: the segment meets another batch
+    writer.close()
+    assert writer.frames == 2205 and sf.info(str(tmp_path / "out.flac")).frames == 2205

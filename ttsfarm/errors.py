@@ -10,7 +10,8 @@
     │   └── DeviceUnavailable    a GPU was asked for and cannot be used
     └── TransientError           may succeed on retry (broker blip, storage throttling)
         ├── BrokerUnavailable    the broker cannot be reached
-        └── StorageUnavailable   the storage backend failed or cannot be reached
+        ├── StorageUnavailable   the storage backend failed or cannot be reached
+        └── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
 
 Programmer errors stay built-in (``ValueError``, ``TypeError``).
 Every message is written for the user: it says what went wrong and what to change.
@@ -62,3 +63,8 @@ class BrokerUnavailable(TransientError):
 
 class StorageUnavailable(TransientError):
     """The storage backend cannot be reached or refused the write."""
+
+
+class InvalidAudio(TransientError):
+    """The engine returned audio with samples that are not finite numbers. Nothing of it is
+    stored; the job is retried (its segments then meet other batches)."""

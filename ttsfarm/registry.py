@@ -166,6 +166,8 @@ class JobRegistry:
             error=None,
             result=result.to_dict(),
             audio_seconds=result.duration,
+            segments_done=len(result.segments),
+            segments_total=len(result.segments),
             finished_at=time.time(),
         )
 

@@ -51,8 +51,8 @@ class Settings:
     precision: str = "auto"
     """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
     engine: str = "auto"
-    """``auto`` (the staged engine with CUDA graphs on a GPU for batches of 16 and more; else one
-    session per shape bucket), ``staged`` or ``single`` (the previous engine)."""
+    """``auto`` and ``single``: one session per shape bucket; ``staged``: engine v2 with CUDA
+    graphs, opt-in (``worker.engines.wants_staged`` says why)."""
     shape_buckets: str = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     prewarm: bool | None = None

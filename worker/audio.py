@@ -8,6 +8,7 @@ from typing import Final
 import numpy as np
 import soundfile as sf
 
+from ttsfarm.errors import InvalidAudio
 from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
 FADE_SECONDS: Final = 0.004
@@ -43,6 +44,8 @@ class SegmentWriter:
         )
 
     def append(self, wave: np.ndarray, text: str, pause_after: float) -> SegmentTiming:
+        if not np.isfinite(wave).all():  # never store broken audio as if it were speech
+            raise InvalidAudio(f"the engine returned samples that are not numbers for segment {text[:40]!r}")
         start = self.frames
         self._file.write(fade_edges(wave, self.sample_rate))
         self.frames += len(wave)

@@ -18,18 +18,24 @@ EngineKind = Literal["auto", "staged", "single"]
 ENGINE_KINDS: Final = ("auto", "staged", "single")
 
 STAGED_FROM_BATCH: Final = 16
-"""``auto`` takes the staged engine on a GPU for batches of at least this many segments. Its
-waveform graphs run one at a time, which small batches leave the GPU idle for: at batch 8 with
-3 runners it made 1,908 speech s/s against the single-session engine's 2,435; at 32, 4,289
-against 3,135 (run 8, docs/benchmarks.md)."""
-
+"""The staged engine is for batches of at least this many segments: its waveform graphs run one
+at a time, which small batches leave the GPU idle for (at batch 8 with 3 runners it made 1,908
+speech s/s against the single-session engine's 2,435; run 8, docs/benchmarks.md)."""
 VoiceEngine: TypeAlias = "Engine | StagedEngine"
 """What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
 
 
 def wants_staged(kind: EngineKind, on_gpu: bool, max_batch: int) -> bool:
-    """Whether to run a voice staged: asked for, or ``auto`` on a GPU with large batches."""
-    return kind == "staged" or (kind == "auto" and on_gpu and max_batch >= STAGED_FROM_BATCH)
+    """Whether to run a voice staged: only when asked for (``TTSFARM_ENGINE=staged``).
+
+    ``auto`` takes the single-session engine everywhere for now: in the worker's pipeline on an
+    H200 the staged engine returned all-NaN audio for some segments (run 11, docs/benchmarks.md),
+    which engine-only runs of the same segments do not show. Until that is found, engine v2 is
+    opt-in. ``on_gpu`` and ``max_batch`` say where it pays when asked for (the log says so).
+    """
+    if kind == "staged" and not (on_gpu and max_batch >= STAGED_FROM_BATCH):
+        log.info("the staged engine pays on a GPU with batches of %d or more", STAGED_FROM_BATCH)
+    return kind == "staged"
 
 
 def load_engine(

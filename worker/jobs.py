@@ -70,8 +70,9 @@ def run_job(
     cancel_seen = False
 
     def on_progress(progress: Progress) -> None:
-        final = progress.segments_done == progress.segments_total
-        if progress_throttle.due(final):
+        if progress.segments_done == progress.segments_total:
+            return  # the success record says it, one write later (a short job writes no progress)
+        if progress_throttle.due():
             best_effort(
                 registry.progressed,
                 job_id,

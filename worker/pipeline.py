@@ -64,6 +64,8 @@ class Synthesizer:
         self.temp_dir = temp_dir
         self._preloads: dict[str, threading.Thread] = {}
         self._preloads_lock = threading.Lock()
+        self._voices: dict[str, Voice] = {}
+        self._voices_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the batcher and the text processes; jobs still running fail."""
@@ -98,7 +100,14 @@ class Synthesizer:
             log.debug("preloading voice %s failed: %s", voice.name, error)
 
     def voice(self, name_or_path: str) -> Voice:
-        return resolve_voice(name_or_path, self.voices_dir)
+        """The voice of that name, looked up on disk once per name (every job asks)."""
+        with self._voices_lock:
+            found = self._voices.get(name_or_path)
+        if found is None:
+            found = resolve_voice(name_or_path, self.voices_dir)
+            with self._voices_lock:
+                self._voices[name_or_path] = found
+        return found
 
     def scales(self, voice: Voice, options: SynthesisOptions) -> Scales:
         def pick(value: float | None, default: float) -> float:
