@@ -261,20 +261,12 @@ def flower_like() -> Iterator[int]:
         thread.join(timeout=5)
 
 
-def test_flower_health_check(flower_like: int) -> None:
+@pytest.mark.parametrize("service", ["flower", "gateway"])
+def test_http_health_checks(flower_like: int, service: str) -> None:
     healthcheck = load_healthcheck()
-    assert healthcheck.main(["flower", str(flower_like)]) == 0
+    assert healthcheck.main([service, str(flower_like)]) == 0
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
-    assert healthcheck.main(["flower", str(closed)]) == 1
+    assert healthcheck.main([service, str(closed)]) == 1
     assert healthcheck.main([]) == 2
-
-
-def test_gateway_health_check(flower_like: int) -> None:
-    healthcheck = load_healthcheck()
-    assert healthcheck.main(["gateway", str(flower_like)]) == 0
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
-    assert healthcheck.main(["gateway", str(closed)]) == 1
