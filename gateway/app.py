@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 
 from gateway import health, jobs, speech
 from gateway.errors import install_handlers
-from gateway.farm import Farm
+from gateway.farm import Farm, WorkerCount
 from gateway.keys import KeyStore
 from gateway.limits import BodyLimit, RateLimiter
 from producer.client import Client
@@ -47,6 +47,7 @@ def build_farm(settings: Settings, client: Client | None = None) -> Farm:
         limiter=RateLimiter(url, settings.gateway_rate_limit),
         voices={voice.name: voice for voice in list_voices(settings.voices_dir)},
         waits=anyio.CapacityLimiter(settings.gateway_speech_waits),
+        workers=WorkerCount(client),
     )
     try:
         if settings.gateway_auth and not farm.keys.list_keys():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 import anyio
@@ -22,6 +22,22 @@ READY_CACHE_SECONDS: Final = 2.0
 WORKER_PING_SECONDS: Final = 1.0
 
 
+class WorkerCount:
+    """How many workers answer a ping, looked up at most every READY_CACHE_SECONDS."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._seen: tuple[float, int] | None = None
+
+    def __call__(self) -> int:
+        with self._lock:
+            if self._seen is None or time.monotonic() - self._seen[0] >= READY_CACHE_SECONDS:
+                self._client.ping()
+                self._seen = (time.monotonic(), len(self._client.workers(timeout=WORKER_PING_SECONDS)))
+            return self._seen[1]
+
+
 @dataclass(frozen=True)
 class Farm:
     """Built once per process when the app starts (never at import), from the settings given."""
@@ -35,8 +51,7 @@ class Farm:
     make the workers open files of its choosing."""
     waits: anyio.CapacityLimiter
     """Threads that wait on speech jobs, apart from those that serve everything else."""
-    _ready: list[tuple[float, int]] = field(default_factory=list)
-    _ready_lock: threading.Lock = field(default_factory=threading.Lock)
+    workers: WorkerCount
 
     def voice(self, name: str | None, speaker: int | None = None) -> str:
         """The voice a request names (the default if none), once it is one the farm knows by name
@@ -51,16 +66,6 @@ class Farm:
         if voice is not None and speaker is not None:
             voice.speaker_id(speaker)  # VoiceNotFound (400) for a speaker the voice lacks
         return name
-
-    def live_workers(self) -> int:
-        """How many workers answer a ping (looked up at most every READY_CACHE_SECONDS)."""
-        with self._ready_lock:
-            if self._ready and time.monotonic() - self._ready[0][0] < READY_CACHE_SECONDS:
-                return self._ready[0][1]
-            self.client.ping()
-            count = len(self.client.workers(timeout=WORKER_PING_SECONDS))
-            self._ready[:] = [(time.monotonic(), count)]
-            return count
 
 
 def get_farm(request: Request) -> Farm:

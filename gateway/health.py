@@ -22,7 +22,7 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"description": "Not ready"}})
 async def readyz(farm: FarmDep) -> Health:
     """Ready for traffic: the farm's Redis answers and at least one worker answers a ping."""
-    workers = await run_in_threadpool(farm.live_workers)
+    workers = await run_in_threadpool(farm.workers)
     if workers < 1:
         raise ApiError(503, "no worker answered a ping: jobs would only queue", "no_workers")
     return Health(status="ready", workers=workers)

@@ -6,7 +6,6 @@ import re
 from typing import Annotated, Final
 
 from fastapi import APIRouter, Header, Path, Response
-from fastapi.responses import JSONResponse
 
 from gateway.audio import audio_response
 from gateway.auth import ApiKeyName, FarmDep
@@ -103,7 +102,7 @@ def job_audio(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> Response:
 
 
 @router.delete("/{job_id}", response_model=JobView)
-def cancel_job(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JSONResponse | JobView:
+def cancel_job(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
     """Cancel the job: a queued one never runs, a running one stops and stores nothing, a
     finished one stays as it is."""
     known_status(farm, job_id)
