@@ -63,6 +63,10 @@ def test_job_cycle_over_http(api: httpx.Client, worker: WorkerProcess, redis_url
 
     # The same idempotency key again is the same job; under another API key it is another job.
     assert api.post("/v1/jobs", json=body).json()["id"] == job_id
+    by_header = api.post(
+        "/v1/jobs", json={**body, "idempotency_key": None}, headers={"Idempotency-Key": "a1"}
+    )
+    assert by_header.json()["id"] == job_id
     other = {"Authorization": f"Bearer {new_key(redis_url)}"}
     assert api.post("/v1/jobs", json=body, headers=other).json()["id"] != job_id
 
@@ -158,6 +162,12 @@ def test_keys_are_required_and_revocable(gateway: str, redis_url: str, s3_endpoi
     assert voices({"Authorization": f"Bearer {key}"}).status_code == 401
     gone = runner.invoke(main, ["keys", "revoke", "revokable"], env=env)
     assert gone.exit_code == 1 and "no key called 'revokable'" in gone.output
+
+
+def test_serve_and_keys_need_a_broker() -> None:
+    for command in (["serve"], ["keys", "list"]):
+        answer = CliRunner().invoke(main, command, env={"TTSFARM_BROKER_URL": ""})
+        assert answer.exit_code == 1 and "no broker configured: set TTSFARM_BROKER_URL" in answer.output
 
 
 def test_openai_client_speaks(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
