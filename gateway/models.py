@@ -112,7 +112,7 @@ class SpeechRequest(BaseModel):
     response_format: str = Field("mp3", description="mp3, wav or flac (also ogg); not opus, aac or pcm.")
     speed: float = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
-    stream_format: Literal["audio"] | None = Field(None, description="Only 'audio' (no server-sent events).")
+    stream_format: str | None = Field(None, description="Only 'audio' (no server-sent events).")
 
 
 class Model(BaseModel):

@@ -51,7 +51,11 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
     if body.model not in MODELS:
         raise ApiError(400, f"unknown model {body.model!r}: use one of {', '.join(MODELS)}", "unknown_model")
     if body.stream_format not in (None, "audio"):
-        raise ApiError(400, "stream_format 'sse' is not supported: leave it out", "unsupported_stream")
+        raise ApiError(
+            400,
+            f"stream_format {body.stream_format!r} is not supported: leave it out, or send 'audio'",
+            "unsupported_stream",
+        )
     audio_format = FORMATS.get(body.response_format)
     if audio_format is None:
         raise ApiError(

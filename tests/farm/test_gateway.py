@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -210,12 +211,19 @@ def test_health_ready_openapi_and_page(gateway: str, worker: WorkerProcess) -> N
 def local_gateway(
     s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[GatewayProcess, str, Path]]:
-    """A gateway on a Redis database no worker listens to, with local-folder storage and a
-    rate limit of 5 requests a minute."""
+    """A gateway on a Redis database no worker listens to, with local-folder storage, a rate limit
+    of 5 requests a minute, and one speech request waited on at a time for 1.5 s at most."""
     url = f"{REDIS_SERVER}/12"
     redis.Redis.from_url(url).flushdb()
     folder = tmp_path_factory.mktemp("local-storage")
-    env = farm_env(url, s3_endpoint, TTSFARM_STORAGE_URL=str(folder), TTSFARM_GATEWAY_RATE_LIMIT="5")
+    env = farm_env(
+        url,
+        s3_endpoint,
+        TTSFARM_STORAGE_URL=str(folder),
+        TTSFARM_GATEWAY_RATE_LIMIT="5",
+        TTSFARM_GATEWAY_SPEECH_TIMEOUT_SECONDS="1.5",
+        TTSFARM_GATEWAY_SPEECH_WAITS="1",
+    )
     for process in start_gateway(tmp_path_factory, env):
         yield process, url, folder
 
@@ -248,6 +256,32 @@ def test_local_storage_streams_and_rate_limit(local_gateway: tuple[GatewayProces
     limited = answers[-1]
     assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
     assert "5 requests a minute" in limited.json()["error"]["message"]
+
+
+def test_speech_answers_504_when_slow_and_503_when_busy(
+    local_gateway: tuple[GatewayProcess, str, Path],
+) -> None:
+    process, url, _ = local_gateway
+    speech = {"model": "tts-1", "voice": "alloy", "input": "Nobody will speak this."}
+
+    def ask(results: list[httpx.Response]) -> None:
+        headers = {"Authorization": f"Bearer {new_key(url)}"}
+        results.append(httpx.post(f"{process.url}/v1/audio/speech", json=speech, headers=headers, timeout=30))
+
+    first: list[httpx.Response] = []
+    waiting = threading.Thread(target=ask, args=(first,))
+    waiting.start()
+    time.sleep(0.7)  # the first request is waiting on its job now (no worker reads this database)
+    second: list[httpx.Response] = []
+    ask(second)
+    waiting.join()
+    assert second[0].status_code == 503 and second[0].headers["retry-after"] == "1"
+    assert "waiting on 1 speech requests already" in second[0].json()["error"]["message"]
+    slow = first[0]
+    assert slow.status_code == 504, slow.text
+    job_id = slow.json()["error"]["message"].split()[1]
+    assert f"GET /v1/jobs/{job_id}" in slow.json()["error"]["message"]
+    assert JobRegistry(url).status(job_id).state == "queued"  # it is still a job, to follow or cancel
 
 
 def test_no_credentials_reach_a_client(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> None:
