@@ -34,6 +34,14 @@ or speak short texts in one call with OpenAI's speech API. Every /v1 request nee
 `Authorization: Bearer KEY` (keys come from `ttsfarm keys add NAME`). Errors are JSON:
 `{"error": {"message", "type", "code"}}`."""
 
+PAGE_HEADERS: Final = {
+    # The page talks to this origin only, and plays the audio it fetched as a blob.
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; media-src blob:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 
 def build_farm(settings: Settings, client: Client | None = None) -> Farm:
     """Connect to the farm: its Client (one path with every other producer), keys, voices."""
@@ -89,7 +97,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def test_page() -> HTMLResponse:
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers=PAGE_HEADERS)
 
     return app
 

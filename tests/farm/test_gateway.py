@@ -205,6 +205,7 @@ def test_health_ready_openapi_and_page(gateway: str, worker: WorkerProcess) -> N
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     page = httpx.get(gateway)
     assert page.status_code == 200 and "/v1/jobs" in page.text and "<audio" in page.text
+    assert "connect-src 'self'" in page.headers["content-security-policy"]
 
 
 @pytest.fixture(scope="module")
