@@ -3,6 +3,7 @@
 
     ttsfarm-healthcheck worker ttsfarm-gpu0   # that worker, on this host, answers a Celery ping
     ttsfarm-healthcheck flower [PORT]         # Flower answers on /healthcheck (no login needed)
+    ttsfarm-healthcheck gateway [PORT]        # the HTTP gateway answers on /healthz (no key needed)
 
 Exit status 0 is healthy, 1 is not (the reason goes to stderr, which ``docker inspect`` shows).
 The worker check imports neither onnxruntime nor the model: it only asks the broker.
@@ -17,6 +18,7 @@ from typing import Final
 
 PING_TIMEOUT_SECONDS: Final = 5.0
 FLOWER_DEFAULT_PORT: Final = 5555
+GATEWAY_DEFAULT_PORT: Final = 8000
 
 
 def check_worker(name: str) -> str | None:
@@ -35,15 +37,24 @@ def check_worker(name: str) -> str | None:
     return None
 
 
-def check_flower(port: int) -> str | None:
-    """None if Flower on this host answers its health endpoint, else why not."""
-    url = f"http://127.0.0.1:{port}/healthcheck"
+def _get(url: str, healthy: str) -> str | None:
+    """None if ``url`` answers ``healthy``, else why not."""
     try:
         with urllib.request.urlopen(url, timeout=PING_TIMEOUT_SECONDS) as response:
             body = response.read().decode()
     except OSError as error:
         return f"{url}: {error}"
-    return None if body.strip() == "OK" else f"{url} answered {body[:80]!r}"
+    return None if body.strip() == healthy else f"{url} answered {body[:80]!r}"
+
+
+def check_flower(port: int) -> str | None:
+    """None if Flower on this host answers its health endpoint, else why not."""
+    return _get(f"http://127.0.0.1:{port}/healthcheck", "OK")
+
+
+def check_gateway(port: int) -> str | None:
+    """None if the gateway on this host answers /healthz, else why not."""
+    return _get(f"http://127.0.0.1:{port}/healthz", '{"status":"ok"}')
 
 
 def main(argv: list[str]) -> int:
@@ -51,6 +62,8 @@ def main(argv: list[str]) -> int:
         problem = check_worker(argv[1])
     elif argv and argv[0] == "flower":
         problem = check_flower(int(argv[1]) if len(argv) > 1 else FLOWER_DEFAULT_PORT)
+    elif argv and argv[0] == "gateway":
+        problem = check_gateway(int(argv[1]) if len(argv) > 1 else GATEWAY_DEFAULT_PORT)
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -56,6 +56,8 @@ class JobSpec:
     length_scale: float | None = None
     format: str = "wav"
     key: str | None = None
+    noise_scale: float | None = None
+    noise_w: float | None = None
 
 
 class Client:
@@ -82,7 +84,11 @@ class Client:
 
     def _request(self, spec: JobSpec) -> JobRequest:
         options = SynthesisOptions(
-            voice=spec.voice or self.settings.voice, speaker=spec.speaker, length_scale=spec.length_scale
+            voice=spec.voice or self.settings.voice,
+            speaker=spec.speaker,
+            length_scale=spec.length_scale,
+            noise_scale=spec.noise_scale,
+            noise_w=spec.noise_w,
         )
         return JobRequest(spec.text, options, spec.format, new_job_id())
 
@@ -138,6 +144,20 @@ class Client:
     def status(self, job_id: str) -> JobStatus:
         """The job's state now; ``unknown`` for an id that was never submitted (or expired)."""
         return self._registry.status(job_id)
+
+    def ping(self) -> None:
+        """Return if the farm's Redis answers; :class:`BrokerUnavailable` if not."""
+        self._registry.ping()
+
+    def workers(self, timeout: float = 1.0) -> list[str]:
+        """Names of the workers that answer a ping within ``timeout`` seconds."""
+        try:
+            replies = self._app.control.ping(timeout=timeout)
+        except OperationalError as error:
+            raise BrokerUnavailable(
+                f"cannot reach the broker at {self.settings.broker_url}: {error}"
+            ) from None
+        return sorted(name for reply in replies for name in reply)
 
     def wait(self, job_id: str, timeout: float | None = None, poll: float = POLL_SECONDS) -> JobResult:
         """Block until the job is done; its result, or :class:`JobFailed` / :class:`Cancelled`."""

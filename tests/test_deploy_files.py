@@ -120,7 +120,7 @@ def test_required_variables_are_required(raw: dict[str, Any]) -> None:
             interpolate(raw["services"], {k: v for k, v in example.items() if k != name})
 
 
-@pytest.mark.parametrize("name", ["worker-gpu0", "worker-cpu", "flower", "producer"])
+@pytest.mark.parametrize("name", ["worker-gpu0", "worker-cpu", "flower", "producer", "gateway"])
 def test_each_service_environment_loads_as_settings(services: dict[str, dict[str, Any]], name: str) -> None:
     environment = {key: str(value) for key, value in services[name]["environment"].items()}
     settings = Settings.load(environ=environment, config_path=None)
@@ -182,6 +182,19 @@ def test_flower_takes_basic_auth_from_the_environment(services: dict[str, dict[s
     assert flower["healthcheck"]["test"] == ["CMD", "ttsfarm-healthcheck", "flower", "5555"]
 
 
+def test_gateway_serves_with_keys_and_its_health_check_asks_it(services: dict[str, dict[str, Any]]) -> None:
+    gateway = services["gateway"]
+    command = gateway["command"]
+    assert command[:2] == ["ttsfarm", "serve"]
+    params = cli.commands["serve"].make_context("serve", list(command[2:])).params
+    assert params["host"] == "127.0.0.1" and params["workers"] >= 1
+    assert gateway["healthcheck"]["test"] == ["CMD", "ttsfarm-healthcheck", "gateway", str(params["port"])]
+    settings = Settings.load(environ={k: str(v) for k, v in gateway["environment"].items()}, config_path=None)
+    assert settings.gateway_auth is True and settings.gateway_rate_limit > 0
+    assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert "keys" in cli.commands and {"add", "list", "revoke"} <= set(cli.commands["keys"].commands)  # type: ignore[attr-defined]
+
+
 def test_producer_runs_the_cli(services: dict[str, dict[str, Any]]) -> None:
     producer = services["producer"]
     assert producer["entrypoint"] == ["ttsfarm"]
@@ -189,7 +202,7 @@ def test_producer_runs_the_cli(services: dict[str, dict[str, Any]]) -> None:
 
 
 def test_ttsfarm_services_use_the_built_image(services: dict[str, dict[str, Any]]) -> None:
-    for name in [*worker_names(services), "flower", "producer"]:
+    for name in [*worker_names(services), "flower", "producer", "gateway"]:
         assert services[name]["image"] == "ttsfarm:latest" and services[name]["pull_policy"] == "never"
         assert services[name]["network_mode"] == "host", name
     assert "COPY docker/healthcheck.py /usr/local/bin/ttsfarm-healthcheck" in DOCKERFILE.read_text()
@@ -221,8 +234,11 @@ def load_healthcheck() -> ModuleType:
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
+    """Answers as Flower (/healthcheck) and the gateway (/healthz) do."""
+
     def do_GET(self) -> None:
-        body = b"OK" if self.path == "/healthcheck" else b"nope"
+        answers = {"/healthcheck": b"OK", "/healthz": b'{"status":"ok"}'}
+        body = answers.get(self.path, b"nope")
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -245,11 +261,12 @@ def flower_like() -> Iterator[int]:
         thread.join(timeout=5)
 
 
-def test_flower_health_check(flower_like: int) -> None:
+@pytest.mark.parametrize("service", ["flower", "gateway"])
+def test_http_health_checks(flower_like: int, service: str) -> None:
     healthcheck = load_healthcheck()
-    assert healthcheck.main(["flower", str(flower_like)]) == 0
+    assert healthcheck.main([service, str(flower_like)]) == 0
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
-    assert healthcheck.main(["flower", str(closed)]) == 1
+    assert healthcheck.main([service, str(closed)]) == 1
     assert healthcheck.main([]) == 2

@@ -126,6 +126,7 @@ def voices(settings: Settings) -> None:
 from ttsfarm import cli_book  # noqa: E402,F401,I001
 from ttsfarm import cli_farm  # noqa: E402,F401
 from ttsfarm import cli_bench  # noqa: E402,F401
+from ttsfarm import cli_gateway  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover - `python -m ttsfarm.cli`
     # Command modules registered themselves on the imported ``ttsfarm.cli``, not on __main__.

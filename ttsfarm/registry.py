@@ -83,20 +83,35 @@ class JobStatus:
         return data
 
 
+def connect(url: str) -> redis.Redis:
+    """A client of the farm's Redis (job records, and the gateway's keys) with short timeouts."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise InvalidInput(f"the result backend must be Redis (redis://...), not {url!r}")
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        socket_timeout=CONNECT_TIMEOUT_SECONDS * 3,
+        decode_responses=True,
+    )
+
+
+def reach(url: str, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one Redis command or pipeline, turning connection trouble into BrokerUnavailable."""
+    try:
+        return command(*args, **kwargs)
+    except redis.exceptions.ConnectionError as error:
+        raise BrokerUnavailable(f"cannot reach Redis at {url}: {error}") from None
+    except redis.exceptions.TimeoutError:
+        raise BrokerUnavailable(f"Redis at {url} did not answer in time") from None
+
+
 class JobRegistry:
     """Reads and writes job records. Every method raises :class:`BrokerUnavailable` when
     Redis cannot be reached, quickly and with the URL in the message."""
 
     def __init__(self, url: str) -> None:
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise InvalidInput(f"the result backend must be Redis (redis://...), not {url!r}")
         self.url = url
-        self._redis = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=CONNECT_TIMEOUT_SECONDS * 3,
-            decode_responses=True,
-        )
+        self._redis = connect(url)
 
     def _key(self, job_id: str) -> str:
         return f"{KEY_PREFIX}job:{job_id}"
@@ -105,13 +120,11 @@ class JobRegistry:
         return self._reach(getattr(self._redis, method), *args, **kwargs)
 
     def _reach(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run one Redis command or pipeline, turning connection trouble into BrokerUnavailable."""
-        try:
-            return command(*args, **kwargs)
-        except redis.exceptions.ConnectionError as error:
-            raise BrokerUnavailable(f"cannot reach Redis at {self.url}: {error}") from None
-        except redis.exceptions.TimeoutError:
-            raise BrokerUnavailable(f"Redis at {self.url} did not answer in time") from None
+        return reach(self.url, command, *args, **kwargs)
+
+    def ping(self) -> None:
+        """Return if Redis answers; :class:`BrokerUnavailable` if not."""
+        self._call("ping")
 
     def _update(self, job_id: str, count: str | None = None, **fields: Any) -> None:
         """Write ``fields`` (and add one to the ``count`` field) in one round trip."""

@@ -8,6 +8,7 @@ and are checked after upload (size and metadata); a mismatched object is deleted
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
@@ -16,9 +17,9 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from ttsfarm.errors import InvalidInput, PermanentError, StorageUnavailable
+from ttsfarm.errors import InvalidInput, JobNotFound, PermanentError, StorageUnavailable
 from ttsfarm.files import atomic_target
-from ttsfarm.storage import StoredObject
+from ttsfarm.storage import STREAM_CHUNK_BYTES, StoredObject
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -131,15 +132,37 @@ class S3Storage:
         except _ERRORS as error:
             raise _translate(error, f"upload of {key}") from None
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def _body(self, key: str) -> Any | None:
+        """The object's body, not read yet; ``None`` if there is no such object."""
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"].read()
+            return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"]
         except botocore.exceptions.ClientError as error:
             if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise _translate(error, f"download of {key}") from None
         except _ERRORS as error:
             raise _translate(error, f"download of {key}") from None
+
+    def get_bytes(self, key: str) -> bytes | None:
+        body = self._body(key)
+        return None if body is None else b"".join(self._chunks(body, key))
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        body = self._body(key)
+        if body is None:
+            raise JobNotFound(f"{key} is not in the storage (was it deleted?)")
+        return self._chunks(body, key)
+
+    def _chunks(self, body: Any, key: str) -> Iterator[bytes]:
+        try:
+            yield from body.iter_chunks(STREAM_CHUNK_BYTES)
+        except _ERRORS as error:
+            raise _translate(error, f"download of {key}") from None
+        finally:
+            body.close()
+
+    def download_url(self, key: str) -> str | None:
+        return self.url(self.object_key(key))
 
     def url(self, object_key: str) -> str:
         if self.presign_seconds > 0:

@@ -88,6 +88,24 @@ class Settings:
     retry_backoff_seconds: float = 2.0
     """First retry of a job after a transient error waits this long; each next one twice as long."""
     temp_dir: str | None = None
+    gateway_auth: bool = True
+    """The HTTP gateway asks every ``/v1`` request for an API key (``ttsfarm keys add``). Turn it
+    off only where another layer in front of the gateway authenticates every request."""
+    gateway_rate_limit: int = 600
+    """Requests one API key may make per minute through the gateway; 0 means no limit."""
+    gateway_max_body_bytes: int = 2 * 1024 * 1024
+    """Largest request body the gateway reads: room for a job's 200,000 characters as escaped JSON."""
+    gateway_speech_max_chars: int = 4096
+    """Longest input ``POST /v1/audio/speech`` speaks in one request (OpenAI's own limit); longer
+    texts go through ``POST /v1/jobs``."""
+    gateway_speech_timeout_seconds: float = 120.0
+    """How long ``POST /v1/audio/speech`` waits for its job before answering 504 with the job id."""
+    gateway_speech_waits: int = 64
+    """Speech requests one gateway process waits on at once; more are answered 503."""
+    gateway_audio_redirect: bool = False
+    """``GET /v1/jobs/{id}/audio`` answers with a redirect to a presigned S3 URL instead of
+    streaming the audio through the gateway (S3 storage only; its endpoint must be reachable
+    by the gateway's clients)."""
 
     @property
     def farm_mode(self) -> bool:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Final, Protocol
 
 from ttsfarm.errors import InvalidInput, JobNotFound
 from ttsfarm.files import atomic_target, sha256_file, write_atomic
 from ttsfarm.settings import Settings
+
+STREAM_CHUNK_BYTES: Final = 64 * 1024
+"""Size of the pieces :meth:`Storage.stream` yields."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,16 @@ class Storage(Protocol):
     def put_bytes(self, data: bytes, key: str, content_type: str) -> None: ...
 
     def get_bytes(self, key: str) -> bytes | None: ...
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        """The object's bytes in pieces. The object is opened before this returns, so a missing
+        one is :class:`JobNotFound` here, not halfway through a response."""
+        ...
+
+    def download_url(self, key: str) -> str | None:
+        """A URL that hands the object to whoever holds it (presigned for S3), or ``None`` where
+        the backend has none (a local folder)."""
+        ...
 
 
 class LocalStorage:
@@ -74,6 +88,17 @@ class LocalStorage:
         path = self._path(key)
         return path.read_bytes() if path.is_file() else None
 
+    def stream(self, key: str) -> Iterator[bytes]:
+        path = self._path(key)
+        try:
+            handle = path.open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            raise JobNotFound(f"{key} is not in the storage folder (was it moved or deleted?)") from None
+        return read_chunks(handle)
+
+    def download_url(self, key: str) -> str | None:
+        return None
+
 
 def open_storage(settings: Settings, create_bucket: bool = False) -> Storage:
     """The backend ``settings.storage_url`` names: ``s3://bucket/prefix`` or a local folder.
@@ -88,6 +113,14 @@ def open_storage(settings: Settings, create_bucket: bool = False) -> Storage:
             storage.ensure_bucket()
         return storage
     return LocalStorage(settings.storage_url)
+
+
+def read_chunks(handle: BinaryIO) -> Iterator[bytes]:
+    """Yield a file's bytes in :data:`STREAM_CHUNK_BYTES` pieces, closing it at the end (or when
+    the reader stops early)."""
+    with handle:
+        while chunk := handle.read(STREAM_CHUNK_BYTES):
+            yield chunk
 
 
 def _copy_atomically(source: Path, target: Path) -> None:

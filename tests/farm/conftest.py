@@ -1,5 +1,5 @@
 """Real parts for farm tests: Redis, an S3 endpoint over HTTP (moto's server), Celery worker
-processes started here, and Flower."""
+processes started here, Flower, and the HTTP gateway (`ttsfarm serve`) with its API keys."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
+import httpx
 import pytest
 import redis
 from moto.server import ThreadedMotoServer
 
+from gateway.keys import KeyStore
 from producer import Client
 from ttsfarm.settings import Settings
 
@@ -175,6 +178,51 @@ def flower(redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFa
     yield url
     process.terminate()
     process.wait(30)
+
+
+class GatewayProcess:
+    """A real ``ttsfarm serve`` (uvicorn) in its own process."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ttsfarm", "serve", "--port", str(self.port), "--log-level", "warning"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self.up, 60, f"the gateway to answer (log: {log_path})")
+
+    def up(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"gateway exited early:\n{self.log_path.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+        self._log.close()
+
+
+def start_gateway(tmp: pytest.TempPathFactory, env: dict[str, str]) -> Iterator[GatewayProcess]:
+    process = GatewayProcess(env, tmp.mktemp("gateway") / "gateway.log")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from (g.url for g in start_gateway(tmp_path_factory, farm_env(redis_url, s3_endpoint)))
+
+
+def new_key(redis_url: str) -> str:
+    return KeyStore(redis_url).add(f"test-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture

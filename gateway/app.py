@@ -1,0 +1,107 @@
+"""The gateway's ASGI app, built from settings passed in; nothing is built at import.
+
+uvicorn --factory gateway.app:app_from_env     # what `ttsfarm serve --workers N` runs
+create_app(settings)                           # what `ttsfarm serve` and the tests run
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from typing import Final
+
+import anyio
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+
+from gateway import health, jobs, speech
+from gateway.errors import install_handlers
+from gateway.farm import Farm, WorkerCount
+from gateway.keys import KeyStore
+from gateway.limits import BodyLimit, RateLimiter
+from producer.client import Client
+from ttsfarm.errors import BrokerUnavailable
+from ttsfarm.settings import Settings
+from ttsfarm.voices import list_voices
+
+log = logging.getLogger(__name__)
+
+TITLE: Final = "ttsfarm gateway"
+DESCRIPTION: Final = """Submit text-to-speech jobs to the farm, follow them and fetch their audio over HTTP;
+or speak short texts in one call with OpenAI's speech API. Every /v1 request needs
+`Authorization: Bearer KEY` (keys come from `ttsfarm keys add NAME`). Errors are JSON:
+`{"error": {"message", "type", "code"}}`."""
+
+PAGE_HEADERS: Final = {
+    # The page talks to this origin only, and plays the audio it fetched as a blob.
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; media-src blob:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def build_farm(settings: Settings, client: Client | None = None) -> Farm:
+    """Connect to the farm: its Client (one path with every other producer), keys, voices."""
+    client = client or Client.from_env(settings)
+    url = client.settings.backend_url or ""
+    client.storage  # noqa: B018 - opened once here; boto3 clients are shared safely across threads
+    farm = Farm(
+        settings=settings,
+        client=client,
+        keys=KeyStore(url),
+        limiter=RateLimiter(url, settings.gateway_rate_limit),
+        voices={voice.name: voice for voice in list_voices(settings.voices_dir)},
+        waits=anyio.CapacityLimiter(settings.gateway_speech_waits),
+        workers=WorkerCount(client),
+    )
+    try:
+        if settings.gateway_auth and not farm.keys.list_keys():
+            log.warning("no API keys yet: every /v1 request is refused until one is added (ttsfarm keys add)")
+    except BrokerUnavailable as error:  # start all the same: /readyz says not ready until Redis answers
+        log.warning("%s", error)
+    if not settings.gateway_auth:
+        log.warning("API keys are off (TTSFARM_GATEWAY_AUTH=false): anyone who reaches this port can submit")
+    return farm
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The gateway for ``settings``; it connects to the farm when the server starts it."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        farm = await anyio.to_thread.run_sync(build_farm, settings)
+        app.state.farm = farm
+        try:
+            yield
+        finally:
+            farm.client.close()
+
+    app = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        version="1",
+        lifespan=lifespan,
+        # Swagger UI and ReDoc load their scripts from a CDN; the OpenAPI document is served as is.
+        docs_url=None,
+        redoc_url=None,
+    )
+    install_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes)
+    app.include_router(jobs.router)
+    app.include_router(speech.router)
+    app.include_router(health.router)
+    page = files("gateway").joinpath("static/index.html").read_text(encoding="utf-8")
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def test_page() -> HTMLResponse:
+        return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The gateway for the settings in the environment (``configs/``, ``TTSFARM_*``)."""
+    return create_app(Settings.load())

@@ -1,0 +1,124 @@
+"""Errors as the gateway answers them: JSON in OpenAI's shape, never internals.
+
+Every error body is ``{"error": {"message": ..., "type": ..., "code": ...}}``, the shape OpenAI's
+clients read, so their exceptions carry the message. Failures of the farm's Redis or storage
+answer 503 with a fixed sentence (their messages name hosts and may hold passwords; the gateway
+logs them instead), anything unexpected answers 500, and every message that does go out has any
+``user:password@`` taken out of its URLs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from producer.client import JobFailed, WaitTimeout
+from ttsfarm.errors import Cancelled, JobNotFound, PermanentError, TransientError, TtsfarmError
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE_MESSAGE: Final = "the farm's queue or storage cannot be reached just now: try again shortly"
+INTERNAL_MESSAGE: Final = "internal error: the gateway's log has the details"
+_CREDENTIALS: Final = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
+_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+    504: "timeout_error",
+}
+
+
+class ApiError(Exception):
+    """An answer other than success, with a message for the caller."""
+
+    def __init__(
+        self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code, self.headers = status, message, code, headers
+
+
+def redact(message: str) -> str:
+    """``redis://:secret@host`` -> ``redis://***@host``, wherever a URL carries credentials."""
+    return _CREDENTIALS.sub(r"\g<scheme>***@", message)
+
+
+def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """The JSON body of an error answer."""
+    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": redact(message), "type": kind, "code": code}}
+
+
+def error_response(
+    status: int, message: str, code: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(status, message, code), status_code=status, headers=headers)
+
+
+def _status_of(error: Exception) -> tuple[int, str, str | None]:
+    if isinstance(error, ApiError):
+        return error.status, error.message, error.code
+    if isinstance(error, JobNotFound):
+        return 404, str(error), "job_not_found"
+    if isinstance(error, WaitTimeout):
+        return 504, str(error), "timeout"
+    if isinstance(error, Cancelled):
+        return 409, str(error), "cancelled"
+    if isinstance(error, JobFailed):
+        return 500, str(error), "job_failed"
+    if isinstance(error, PermanentError):
+        return 400, str(error), None
+    if isinstance(error, TransientError):
+        log.warning("farm unavailable: %s", error)
+        return 503, UNAVAILABLE_MESSAGE, "unavailable"
+    return 500, INTERNAL_MESSAGE, None  # Starlette raises it on to the server, which logs it
+
+
+async def _on_error(request: Request, error: Exception) -> JSONResponse:
+    status, message, code = _status_of(error)
+    return error_response(status, message, code, getattr(error, "headers", None))
+
+
+async def _on_http(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    detail = error.detail if isinstance(error.detail, str) else "request refused"
+    if error.status_code == 404:
+        detail = f"no such endpoint: {request.method} {request.url.path} (see /openapi.json)"
+    return error_response(error.status_code, detail, headers=error.headers)
+
+
+async def _on_invalid(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = [_describe(problem) for problem in error.errors()]
+    return error_response(400, "invalid request: " + "; ".join(problems[:5]), "invalid_body")
+
+
+def _describe(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
+    message = str(problem.get("msg", "invalid"))
+    if problem.get("type") == "json_invalid":
+        return "the body is not valid JSON"
+    if problem.get("type") == "model_attributes_type":
+        return "the body must be a JSON object, sent as Content-Type: application/json"
+    return f"{where}: {message}" if where else message
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Answer every error raised in a route as JSON."""
+    app.add_exception_handler(RequestValidationError, _on_invalid)
+    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(ApiError, _on_error)
+    app.add_exception_handler(TtsfarmError, _on_error)
+    app.add_exception_handler(Exception, _on_error)

@@ -1,0 +1,109 @@
+"""``/v1/jobs``: submit, follow, fetch and cancel jobs, through the producer's own Client."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Header, Path, Response
+
+from gateway.audio import audio_response
+from gateway.auth import ApiKeyName, FarmDep
+from gateway.errors import ApiError, redact
+from gateway.farm import Farm
+from gateway.models import JobCreate, JobView
+from producer.client import JobSpec
+from ttsfarm.errors import InvalidInput, JobNotFound
+from ttsfarm.jobs import MAX_TEXT_CHARS, check_text
+from ttsfarm.registry import JobStatus
+
+JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
+JobId = Annotated[str, Path(description="The id POST /v1/jobs answered.")]
+ERRORS: Final[dict[int | str, dict[str, str]]] = {
+    400: {"description": "Bad body or option"},
+    401: {"description": "Missing or invalid API key"},
+    404: {"description": "Unknown job id"},
+    413: {"description": "Body or text too large"},
+    429: {"description": "Rate limit reached"},
+    503: {"description": "The farm's Redis or storage cannot be reached"},
+}
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
+
+
+def check_job_text(text: str) -> str:
+    """The text if a job takes it; 413 past the job limit, 400 if empty."""
+    try:
+        return check_text(text)
+    except InvalidInput as error:
+        status = 413 if len(text) > MAX_TEXT_CHARS else 400
+        raise ApiError(status, str(error), "text_too_long" if status == 413 else "invalid_text") from None
+
+
+def known_status(farm: Farm, job_id: str) -> JobStatus:
+    """The job's status, or 404 for an id that is not a job's (malformed ids included)."""
+    status = farm.client.status(job_id) if JOB_ID.fullmatch(job_id) else None
+    if status is None or status.state == "unknown":
+        raise JobNotFound(f"unknown job id {job_id}: it was never submitted, or expired")
+    return status
+
+
+def view(status: JobStatus) -> JobView:
+    return JobView.of(status, redact(status.error) if status.error else None)
+
+
+@router.post("", status_code=202, response_model=JobView)
+def submit_job(
+    body: JobCreate,
+    key_name: ApiKeyName,
+    farm: FarmDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JobView:
+    """Queue one job; answers at once with its id and state (202). Follow it at GET
+    /v1/jobs/{id}, then GET its audio_url."""
+    spec = JobSpec(
+        text=check_job_text(body.text),
+        voice=farm.voice(body.voice, body.speaker),
+        speaker=body.speaker,
+        length_scale=body.length_scale,
+        noise_scale=body.noise_scale,
+        noise_w=body.noise_w,
+        format=body.format,
+        # Keys live in each API key's own space: one caller's key never returns another's job.
+        key=f"{key_name}:{key}" if (key := body.idempotency_key or idempotency_key) else None,
+    )
+    (job_id,) = farm.client.submit_many([spec])
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return view(known_status(farm, job_id))
+
+
+@router.get("/{job_id}", response_model=JobView)
+def job_status(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
+    """The job's state, progress, error and, once it succeeded, what it made."""
+    return view(known_status(farm, job_id))
+
+
+@router.get(
+    "/{job_id}/audio",
+    response_class=Response,
+    responses={
+        200: {"content": {"audio/mpeg": {}, "audio/wav": {}, "audio/flac": {}, "audio/ogg": {}}},
+        307: {"description": "Redirect to a presigned URL (with gateway_audio_redirect)"},
+        409: {"description": "The job has no audio (yet)"},
+    },
+)
+def job_audio(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> Response:
+    """A finished job's audio. Its SHA-256 is in the ETag and Repr-Digest headers."""
+    status = known_status(farm, job_id)
+    if status.result is None:
+        raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
+    return audio_response(farm, status.result)
+
+
+@router.delete("/{job_id}", response_model=JobView)
+def cancel_job(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
+    """Cancel the job: a queued one never runs, a running one stops and stores nothing, a
+    finished one stays as it is."""
+    known_status(farm, job_id)
+    return view(farm.client.cancel(job_id))

@@ -1,0 +1,132 @@
+"""Request and response bodies of the gateway, as the OpenAPI document describes them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ttsfarm.jobs import DEFAULT_FORMAT
+from ttsfarm.registry import JobStatus
+
+
+class JobCreate(BaseModel):
+    """One text to speak into one audio file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="The text, at most 200,000 characters.")
+    voice: str | None = Field(None, description="A voice name from GET /v1/voices; unset: the default.")
+    speaker: int | None = Field(None, description="Speaker id of a multi-speaker voice.")
+    length_scale: float | None = Field(None, description="Speaking rate: above 1 slower, below 1 faster.")
+    noise_scale: float | None = Field(None, description="Generator noise, 0 to 2; 0 is deterministic.")
+    noise_w: float | None = Field(None, description="Phoneme duration noise, 0 to 2.")
+    format: str = Field(DEFAULT_FORMAT, description="wav, flac, mp3 or ogg.")
+    idempotency_key: str | None = Field(
+        None,
+        max_length=200,
+        description="Submitting the same key again (with the same API key) returns the first job. "
+        "The Idempotency-Key header does the same.",
+    )
+
+
+class Segment(BaseModel):
+    text: str
+    start: float
+    end: float
+
+
+class JobResultView(BaseModel):
+    format: str
+    sample_rate: int
+    duration: float
+    size: int
+    sha256: str
+    audio_url: str = Field(description="Where to GET the audio, on this gateway.")
+    segments: list[Segment]
+
+
+class JobView(BaseModel):
+    """A job's state; storage locations stay inside the farm."""
+
+    id: str
+    state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: float
+    segments_done: int
+    segments_total: int
+    audio_seconds: float
+    error: str | None
+    submitted_at: float | None
+    finished_at: float | None
+    result: JobResultView | None
+
+    @classmethod
+    def of(cls, status: JobStatus, error: str | None) -> JobView:
+        result = status.result
+        view = None
+        if result is not None:
+            view = JobResultView(
+                format=result.format,
+                sample_rate=result.sample_rate,
+                duration=result.duration,
+                size=result.size,
+                sha256=result.sha256,
+                audio_url=f"/v1/jobs/{status.job_id}/audio",
+                segments=[Segment(text=s.text, start=s.start, end=s.end) for s in result.segments],
+            )
+        return cls(
+            id=status.job_id,
+            state=status.state,  # type: ignore[arg-type]  # "unknown" is answered 404 before
+            progress=status.progress,
+            segments_done=status.segments_done,
+            segments_total=status.segments_total,
+            audio_seconds=status.audio_seconds,
+            error=error,
+            submitted_at=status.submitted_at,
+            finished_at=status.finished_at,
+            result=view,
+        )
+
+
+class VoiceView(BaseModel):
+    name: str
+    language: str
+    sample_rate: int
+    speakers: int
+    default: bool
+
+
+class VoiceList(BaseModel):
+    voices: list[VoiceView]
+
+
+class SpeechRequest(BaseModel):
+    """OpenAI's ``POST /v1/audio/speech`` body. Fields OpenAI adds later are ignored."""
+
+    model: str = Field(description="tts-1, tts-1-hd, gpt-4o-mini-tts or ttsfarm: all speak alike.")
+    input: str = Field(description="The text; longer than the documented limit goes to POST /v1/jobs.")
+    voice: str = Field(
+        description="A voice from GET /v1/voices, or one of OpenAI's names (alloy, nova, ...), "
+        "which speak with the farm's default voice."
+    )
+    response_format: str = Field("mp3", description="mp3, wav or flac (also ogg); not opus, aac or pcm.")
+    speed: float = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
+    instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
+    stream_format: str | None = Field(None, description="Only 'audio' (no server-sent events).")
+
+
+class Model(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "ttsfarm"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Model]
+
+
+class Health(BaseModel):
+    status: str
+    workers: int | None = None
