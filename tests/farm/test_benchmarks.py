@@ -1,0 +1,57 @@
+"""The farm benchmarks run end to end on the CPU with tiny numbers: their own Redis, real worker
+processes, jobs through ``Client``, and the tables they print."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.farm.conftest import free_port
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+
+
+def _run(script: str, out: Path, *extra: str) -> str:
+    command = [
+        sys.executable,
+        str(BENCHMARKS / script),
+        "--out",
+        str(out),
+        "--smoke",
+        "--port",
+        str(free_port()),
+    ]
+    done = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.timeout(420)
+def test_short_job_load_test_on_the_cpu(tmp_path: Path) -> None:
+    printed = _run("short_jobs.py", tmp_path)
+    results = json.loads((tmp_path / "short_jobs.json").read_text())
+    assert results["engine"]["jobs_per_s"] > 0 and results["engine"]["sentences"] == 6
+    run = results["default"]
+    assert run["burst"]["succeeded"] == run["burst"]["jobs"] == 6
+    assert run["open_loop"]["succeeded"] == run["open_loop"]["jobs"] >= 1
+    assert 0 < run["open_loop"]["p50_ms"] <= run["open_loop"]["p99_ms"]
+    assert "| default |" in printed and "engine alone:" in printed
+
+
+@pytest.mark.timeout(420)
+def test_scale_out_benchmark_on_the_cpu(tmp_path: Path) -> None:
+    printed = _run("scale_out.py", tmp_path, "--gpus", "1", "2")
+    results = json.loads((tmp_path / "scale_out.json").read_text())
+    assert results["1"]["succeeded"] == results["1"]["jobs"] == 3
+    assert results["2"]["succeeded"] == results["2"]["jobs"] == 6
+    shares = results["2"]["worker_share"]
+    assert len(shares) == 2 and abs(sum(shares.values()) - 1.0) < 0.01  # both workers counted
+    assert results["2"]["queue_wait_p99_s"] >= results["2"]["queue_wait_p50_s"] >= 0
+    assert results["2"]["host_cores_busy"] > 0
+    assert "| 2 |" in printed
