@@ -11,7 +11,7 @@ from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import JobRequest
 from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
-from worker.local import BatchPolicy, engine_options, local_synthesizer
+from worker.local import BatchPolicy, engine_options, gpu_text_processes, local_synthesizer
 
 
 def test_defaults_depend_on_the_device() -> None:
@@ -22,6 +22,14 @@ def test_defaults_depend_on_the_device() -> None:
     assert (gpu.runners, gpu.concurrent_runs) == (3, 3)
     assert 1 <= gpu.text_processes <= 4
     assert (cpu.runners, cpu.concurrent_runs, cpu.text_processes) == (1, 1, 0)
+
+
+def test_text_processes_follow_the_cores_each_gpu_has() -> None:
+    assert gpu_text_processes(cores=16, gpus=1) == 4  # one H200 host: as measured
+    assert gpu_text_processes(cores=128, gpus=8) == 4
+    assert gpu_text_processes(cores=64, gpus=8) == 3  # 8 cores a GPU: 5 for the worker itself
+    assert gpu_text_processes(cores=32, gpus=8) == 1
+    assert gpu_text_processes(cores=2, gpus=0) == 1
 
 
 def test_host_side_settings_win_and_are_checked() -> None:

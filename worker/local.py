@@ -28,7 +28,7 @@ from worker.engine import EngineOptions, Precision, Provider
 from worker.engines import ENGINE_KINDS, EngineKind, VoiceEngine, load_engine
 from worker.frontend import TextFrontend
 from worker.pipeline import Synthesizer
-from worker.sessions import cpu_count, wants_cuda
+from worker.sessions import cpu_count, gpu_count, wants_cuda
 
 GPU_MAX_BATCH: Final = 32
 CPU_MAX_BATCH: Final = 1
@@ -36,9 +36,21 @@ GPU_MAX_PADDED_IDS: Final = 16_384
 GPU_RUNNERS: Final = 3
 GPU_CONCURRENT_RUNS: Final = 3
 GPU_TEXT_PROCESSES: Final = 4
+"""Text processes of a GPU worker at most: four kept one H200 fed (1.4-1.6 cores busy at about
+4,000 stored audio s/s, run 9); eight did no better."""
+GPU_WORKER_CORES: Final = 5
+"""Cores a GPU worker's own process keeps busy at full speed (4.5-4.8 in runs 9-10: Celery,
+batcher runners, encoding, storage). Text processes get what a GPU's share of the host leaves."""
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
+
+
+def gpu_text_processes(cores: int, gpus: int) -> int:
+    """Text processes for one GPU worker on a host of ``cores`` cores and ``gpus`` GPUs (one
+    worker each): what the worker's share of the cores leaves after its own process, 1 to 4."""
+    share = cores // max(gpus, 1)
+    return max(1, min(GPU_TEXT_PROCESSES, share - GPU_WORKER_CORES))
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class BatchPolicy:
     def for_settings(cls, settings: Settings, on_gpu: bool) -> BatchPolicy:
         """Each limit from the settings where set, else this device's default."""
         if on_gpu:
-            text_processes = max(1, min(GPU_TEXT_PROCESSES, cpu_count() - 1))
+            text_processes = gpu_text_processes(cpu_count(), gpu_count())
             defaults = cls(
                 GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0, GPU_RUNNERS, GPU_CONCURRENT_RUNS, text_processes
             )
