@@ -1,15 +1,16 @@
-"""The waveform stage alone (flow and decoder, fp16, a captured CUDA graph) in NCHW and NHWC
-layouts, and the front stage alone: where engine v2's time goes on the GPU.
+"""The waveform stage alone (flow and decoder, fp16, a captured CUDA graph) under CUDA provider
+variants (layouts), and the front stage alone: where engine v2's time goes on the GPU.
 
     python benchmarks/waveform_kernels.py --out DIR [--shapes 32x512 32x1024] [--replays 30]
 
-For each variant (NCHW everywhere, NHWC everywhere, the engine's default: NHWC from
-``NHWC_MIN_ROWS`` rows) a staged engine is built without warm-up; for
+For each variant (extra CUDA provider options: NCHW as the engine runs, NHWC, Conv1D padded
+as NC1D) a staged engine is built without warm-up; for
 each ``ROWSxFRAMES`` shape its waveform slot is captured, filled with the same random prior,
 and replayed --replays times on the graph lane. Printed per variant and shape: ms per replay,
 padded audio seconds per second, and the output's relative L2 distance from the first variant's
-(the layout must not change the audio). Then the front stage alone, at batch 32 of corpus
-segments, run by 1 and by 3 threads. Results go to DIR/waveform_kernels.json.
+(the layout must not change the audio; random priors are not real ones: NHWC passed here and
+gave NaN on real batches with noise, docs/benchmarks.md run 11). Then the front stage alone, at
+batch 32 of corpus segments, run by 1 and by 3 threads. Results go to DIR/waveform_kernels.json.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from ttsfarm.voices import resolve_voice
-from worker import staged
 from worker.bench import corpus_items
 from worker.engine import EngineOptions, Scales
 from worker.staged import StagedEngine
 
 HERE = Path(__file__).resolve().parent
-VARIANTS: dict[str, int] = {"nchw": 1 << 30, "nhwc": 1, "default": staged.NHWC_MIN_ROWS}
-"""Variant name: the fewest rows a waveform slot has to run in NHWC layout."""
+VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "nchw": (),
+    "nhwc": (("prefer_nhwc", "1"),),
+    "nc1d": (("cudnn_conv1d_pad_to_nc1d", "1"),),
+}
+"""Variant name: extra CUDA provider options of the engine (its waveform slots take them too)."""
 SEED = 11
 
 
@@ -96,8 +100,8 @@ def main() -> None:
             provider="cpu" if args.smoke else "cuda",
             warmup=False,
             shape_buckets=True,
+            cuda_options=VARIANTS[variant],
         )
-        staged.NHWC_MIN_ROWS = VARIANTS[variant]  # type: ignore[misc]  # read when a slot is built
         engine = StagedEngine(voice, options)
         for rows, frames in shapes:
             try:

@@ -28,10 +28,11 @@ VoiceEngine: TypeAlias = "Engine | StagedEngine"
 def wants_staged(kind: EngineKind, on_gpu: bool, max_batch: int) -> bool:
     """Whether to run a voice staged: only when asked for (``TTSFARM_ENGINE=staged``).
 
-    ``auto`` takes the single-session engine everywhere for now: in the worker's pipeline on an
-    H200 the staged engine returned all-NaN audio for some segments (run 11, docs/benchmarks.md),
-    which engine-only runs of the same segments do not show. Until that is found, engine v2 is
-    opt-in. ``on_gpu`` and ``max_batch`` say where it pays when asked for (the log says so).
+    ``auto`` takes the single-session engine everywhere for now. In run 11 on an H200, two
+    changes tried on the staged engine made it return all-NaN segments, and both were taken out
+    (docs/benchmarks.md). The code as it stands has not run the farm on a GPU since a short batch
+    began taking a prepared front with more rows. Until it does, engine v2 is opt-in.
+    ``on_gpu`` and ``max_batch`` say where it pays when asked for (the log says so).
     """
     if kind == "staged" and not (on_gpu and max_batch >= STAGED_FROM_BATCH):
         log.info("the staged engine pays on a GPU with batches of %d or more", STAGED_FROM_BATCH)

@@ -84,12 +84,6 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
 GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
-NHWC: Final = (("prefer_nhwc", "1"),)
-NHWC_MIN_ROWS: Final = 32
-"""fp16 waveform slots of at least this many rows run in NHWC layout: cuDNN then runs the
-decoder's convolutions on tensor cores without transposes, 1.31x faster replays on an H200 with
-the same audio (relative L2 3e-5 at 32 and 64 rows; ``benchmarks/waveform_kernels.py``). Smaller
-slots, and fp32 ones, keep NCHW: single items through NHWC came out wrong on the H200."""
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
@@ -178,7 +172,6 @@ class StagedEngine:
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
         self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
-        self._nhwc_providers = providers_for(use_cuda, options.device_id, (*graph_options, *NHWC))
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
         shared = self.graphs and share_gpu_arena(options.device_id, "graphs")
         if self.graphs and not shared:
@@ -443,9 +436,7 @@ class StagedEngine:
                 types[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
-            nhwc = self.graphs and not fp32 and self._waveform is not None and rows >= NHWC_MIN_ROWS
-            providers = self._nhwc_providers if nhwc else self._graph_providers
-            session = self._build(fixed, self._graph_options, providers)
+            session = self._build(fixed, self._graph_options, self._graph_providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not self.graphs or is_out_of_memory(error):
                 raise
