@@ -64,7 +64,7 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
     options = ("--skip-empty", "--target-lufs", "-20", "-q", *FAST)
     run = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "out: 2 chapters" in run.stdout and "2 of 2 parts rendered" in run.stdout
+    assert "out: 2 chapters" in run.stdout and "all 2 parts made now" in run.stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [c["title"] for c in manifest["chapters"]] == ["One", "Two"]
     assert manifest["target_lufs"] == -20.0
@@ -92,13 +92,17 @@ def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     assert not list(parts.glob(".*rendering*"))
     finished = len(list(parts.glob("*.json")))
     assert 1 <= finished < 6
+    assert f"interrupted: {finished} of 6 parts (" in stderr.decode()
 
     run = subprocess.run(
         [*args, "-q"], cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=240
     )
     assert run.returncode == 0, run.stderr
-    rendered = re.search(r"(\d+) of (\d+) parts rendered", run.stdout)
+    rendered = re.search(
+        r"(\d+) of (\d+) parts made now \((\d+) s of speech\), (\d+) from the cache", run.stdout
+    )
     assert rendered is not None and int(rendered[2]) == 6
     assert int(rendered[1]) == 6 - finished  # every finished part was re-used
+    assert int(rendered[4]) == finished
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert len(manifest["chapters"]) == 6

@@ -169,8 +169,8 @@ def test_srt_cues_and_ffmpeg_metadata_escaping() -> None:
     assert srt(cues, offset=1.0) == (
         "1\n00:00:01,500 --> 00:00:02,250\nHello there.\n\n2\n01:01:02,000 --> 01:01:03,000\nBye.\n"
     )
-    from ttsfarm.book_export import ChapterMark
+    from ttsfarm.book_export import BookTags, ChapterMark
 
-    text = ffmetadata("A=B; #1", [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))])
+    text = ffmetadata(BookTags("A=B; #1"), [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))])
     assert "title=A\\=B\\; \\#1\n" in text
     assert "START=0\nEND=1500\ntitle=Line\\\nbreak\\\\\n" in text

@@ -45,6 +45,10 @@ class BuildReport:
     """Parts made in this run; the others came from the cache."""
     already_done: bool
     """The book was finished before this run: nothing was rendered or written."""
+    audio_rendered: float = 0.0
+    """Seconds of speech made in this run (before mastering)."""
+    audio_cached: float = 0.0
+    """Seconds of speech re-used from the cache of an earlier run."""
 
 
 def build_audiobook(
@@ -57,7 +61,7 @@ def build_audiobook(
 ) -> BuildReport:
     """Make (or finish) the audiobook of ``book`` in ``outdir``.
 
-    Every input problem raises before any audio is made; ``source`` names the CSV in messages.
+    Every input problem raises before any audio is made; ``source`` names the book file in messages.
     """
     check_writable(outdir / MANIFEST_NAME)
     parts = book_parts(book)
@@ -68,12 +72,12 @@ def build_audiobook(
         previous = read_manifest(outdir)
         if previous is not None and previous.book_key == key and is_intact(previous, outdir):
             log.info("%s is finished already", outdir)
-            return BuildReport(previous, len(flat), 0, already_done=True)
+            return BuildReport(previous, len(flat), 0, already_done=True, audio_cached=previous.duration)
         cache = PartCache(outdir / PARTS_FOLDER)
         cache.clear_temp()
         cached = {part.name: result for part in flat if (result := cache.load(part)) is not None}
         missing = [part for part in flat if part.name not in cached]
-        planned = _check(missing, renderer, source)
+        planned = _check(missing, renderer, f"{source}, {book.position}")
         progress.start(
             parts_left={
                 c.number: sum(p.name not in cached for p in cp)
@@ -84,13 +88,30 @@ def build_audiobook(
             audio=sum(r.duration for r in cached.values()),
         )
         log.info("%s parts: %s cached, %s to render", len(flat), len(cached), len(missing))
-        results = {**cached, **_render(missing, renderer, cache, progress)}
+        rendered = _render(missing, renderer, cache, progress)
+        results = {**cached, **rendered}
         if previous is not None:
             (outdir / MANIFEST_NAME).unlink(missing_ok=True)  # it no longer describes the files
         progress.stage("mastering")
         manifest = assemble(book, parts, results, outdir, key, target_lufs)
         remove_leftovers(previous, manifest, outdir)
-    return BuildReport(manifest, len(flat), len(missing), already_done=False)
+    return BuildReport(
+        manifest,
+        len(flat),
+        len(missing),
+        already_done=False,
+        audio_rendered=sum(r.duration for r in rendered.values()),
+        audio_cached=sum(r.duration for r in cached.values()),
+    )
+
+
+def cached_so_far(book: Book, outdir: Path) -> tuple[int, int, float]:
+    """Parts of ``book`` finished in ``outdir``'s cache, parts in all, and their seconds of
+    speech: what an interrupted run leaves for the next one."""
+    cache = PartCache(outdir / PARTS_FOLDER)
+    flat = [part for chapter in book_parts(book) for part in chapter]
+    found = [result for part in flat if (result := cache.load(part)) is not None]
+    return len(found), len(flat), sum(r.duration for r in found)
 
 
 @contextmanager
@@ -118,13 +139,14 @@ def _request(part: Part) -> JobRequest:
 
 
 def _check(parts: Sequence[Part], renderer: Renderer, source: str) -> list[int]:
-    """Segments per part; raises the first problem, naming its line of the CSV."""
+    """Segments per part; raises the first problem, naming where in the book it is
+    (``source`` is the file and what its positions count, e.g. ``book.csv, line``)."""
     counts: list[int] = []
     for part in parts:
         try:
             counts.append(renderer.check(_request(part)))
         except PermanentError as error:
-            raise type(error)(f"{source}, line {part.line}: {error}") from None
+            raise type(error)(f"{source} {part.line}: {error}") from None
     return counts
 
 

@@ -1,4 +1,6 @@
-"""Reading a book from CSV: a header row, a ``text`` column, rows grouped into chapters.
+"""A book to speak (:class:`Book`), and reading one from CSV: a header row, a ``text`` column,
+rows grouped into chapters. EPUB, text and Markdown books are read in ``ttsfarm.book_epub``
+and ``ttsfarm.book_text``; ``ttsfarm.book_source`` picks the reader by extension.
 
 Columns (names are matched without regard to case or surrounding spaces):
 
@@ -39,7 +41,8 @@ class Row:
     """One row of the book: its text, where it came from, and the voice that speaks it."""
 
     line: int
-    """Line of the file where the row starts (the header is line 1)."""
+    """Where the row starts in its file: a line (a CSV's header is line 1), or for an EPUB the
+    position of its document in the book's reading order (see :attr:`Book.position`)."""
     text: str
     options: SynthesisOptions
 
@@ -54,16 +57,50 @@ class Chapter:
     """The ``chapter`` value (or title, or row number) that grouped these rows."""
     title: str
     rows: tuple[Row, ...]
+    front_matter: bool = False
+    """Cover, title page, contents, copyright and the like: listed, but left out of the book
+    unless picked by number."""
+
+    @property
+    def characters(self) -> int:
+        return sum(len(row.text) for row in self.rows)
+
+
+@dataclass(frozen=True)
+class Cover:
+    """The book's cover picture."""
+
+    data: bytes
+    mime: str
+    """``image/jpeg`` or ``image/png``."""
+
+    @property
+    def extension(self) -> str:
+        return "png" if self.mime == "image/png" else "jpg"
+
+
+@dataclass(frozen=True)
+class BookInfo:
+    """What players show about a book besides its title."""
+
+    author: str | None = None
+    narrator: str | None = None
+    year: str | None = None
+    language: str | None = None
+    cover: Cover | None = None
 
 
 @dataclass(frozen=True)
 class Book:
-    """A book read from CSV, checked and grouped into chapters."""
+    """A book, checked and grouped into chapters."""
 
     title: str
     chapters: tuple[Chapter, ...]
     skipped_lines: tuple[int, ...] = ()
     """Lines left out because their text was empty (only with ``skip_empty``)."""
+    info: BookInfo = BookInfo()
+    position: str = "line"
+    """What :attr:`Row.line` counts, for messages: ``line``, or ``document`` for an EPUB."""
 
     @property
     def rows(self) -> Iterator[Row]:
@@ -108,7 +145,7 @@ def read_book(
     if not rows:
         raise InvalidInput(f"{path}: every row has empty text: there is nothing to speak")
     chapters = _chapters(rows, grouping=_grouping(columns))
-    return Book(title or _stem(path), chapters, tuple(empty))
+    return Book(title or stem_title(path), chapters, tuple(empty))
 
 
 def _records(path: str, content: str) -> Iterator[tuple[int, list[str]]]:
@@ -189,7 +226,8 @@ def _default_title(number: int, key: str, grouping: str | None) -> str:
     return f"Chapter {key}" if grouping == CHAPTER_COLUMN and key else f"Chapter {number}"
 
 
-def _stem(path: str) -> str:
+def stem_title(path: str) -> str:
+    """A title from the file name, for books that name none."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     stem = name.rsplit(".", 1)[0] if "." in name else name
     return stem if path != "-" and stem else "Audiobook"

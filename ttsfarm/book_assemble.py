@@ -16,7 +16,7 @@ import numpy as np
 import soundfile as sf
 
 from ttsfarm.book import Book, Chapter
-from ttsfarm.book_export import M4B_BITRATE, MP3_BITRATE, ChapterMark, encode_book, srt
+from ttsfarm.book_export import M4B_BITRATE, MP3_BITRATE, BookTags, ChapterMark, encode_book, srt
 from ttsfarm.book_parts import Part
 from ttsfarm.errors import PermanentError
 from ttsfarm.files import atomic_target, slug, write_atomic
@@ -35,6 +35,7 @@ TAIL_SILENCE: Final = 1.5
 """Seconds of silence after its last word, so chapters do not run into each other."""
 BOOK_FALLBACK_NAME: Final = "book"
 CHAPTER_FALLBACK_NAME: Final = "chapter"
+COVER_NAME: Final = "cover"
 
 
 def book_key(book: Book, parts: Sequence[Sequence[Part]], target_lufs: float) -> str:
@@ -42,6 +43,8 @@ def book_key(book: Book, parts: Sequence[Sequence[Part]], target_lufs: float) ->
     identity = {
         "version": MANIFEST_VERSION,
         "title": book.title,
+        "info": [book.info.author, book.info.narrator, book.info.year],
+        "cover": hashlib.sha256(book.info.cover.data).hexdigest() if book.info.cover else None,
         "chapters": [
             {"title": c.title, "parts": [(p.key, p.pause_after) for p in cp]}
             for c, cp in zip(book.chapters, parts, strict=True)
@@ -146,20 +149,31 @@ def _finish(
     stem = book_stem(book)
     m4b, mp3, subtitles = f"{stem}.m4b", f"{stem}.mp3", f"{stem}.srt"
     write_atomic(outdir / subtitles, srt(cues).encode("utf-8"))
-    encode_book(book.title, marks, outdir / m4b, outdir / mp3)
+    info = book.info
+    cover = f"{COVER_NAME}.{info.cover.extension}" if info.cover else None
+    if info.cover is not None and cover is not None:
+        write_atomic(outdir / cover, info.cover.data)
+    tags = BookTags(book.title, info.author, info.narrator, info.year)
+    peaks = encode_book(tags, marks, outdir / m4b, outdir / mp3, outdir / cover if cover else None)
+    files = {
+        "m4b": OutputFile.of(outdir, m4b, _decoded_length(outdir / m4b), round(peaks["m4b"], 2)),
+        "mp3": OutputFile.of(outdir, mp3, _decoded_length(outdir / mp3), round(peaks["mp3"], 2)),
+        "srt": OutputFile.of(outdir, subtitles),
+    }
+    if cover is not None:
+        files["cover"] = OutputFile.of(outdir, cover)
     manifest = Manifest(
         title=book.title,
+        author=info.author,
+        narrator=info.narrator,
+        year=info.year,
         book_key=key,
         sample_rate=rate,
         duration=duration,
         target_lufs=target_lufs,
         peak_ceiling_dbtp=PEAK_CEILING_DBTP,
         chapters=tuple(entries),
-        files={
-            "m4b": OutputFile.of(outdir, m4b, _decoded_length(outdir / m4b)),
-            "mp3": OutputFile.of(outdir, mp3, _decoded_length(outdir / mp3)),
-            "srt": OutputFile.of(outdir, subtitles),
-        },
+        files=files,
     )
     manifest.write(outdir)
     return manifest

@@ -1,10 +1,12 @@
 """Whole-book files: subtitles (``.srt``) from segment times, and the ``.m4b`` with chapter
-markers plus the ``.mp3``, both encoded in one run of the ffmpeg binary that the
-imageio-ffmpeg wheel ships (no system ffmpeg needed)."""
+markers plus the ``.mp3``, tagged and with the cover, encoded by the ffmpeg binary that the
+imageio-ffmpeg wheel ships (no system ffmpeg needed), which also measures their true peaks."""
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -17,6 +19,7 @@ import imageio_ffmpeg
 from ttsfarm.errors import PermanentError
 from ttsfarm.files import atomic_target
 from ttsfarm.jobs import SegmentTiming
+from ttsfarm.mastering import PEAK_CEILING_DBTP
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,25 @@ MP3_BITRATE: Final = "64k"
 ENCODE_TIMEOUT_SECONDS: Final = 6 * 3600
 GENRE: Final = "Audiobook"
 _METADATA_SPECIALS: Final = ("\\", "=", ";", "#", "\n")
+PEAK_FIX_PASSES: Final = 4
+"""Encodings of one file at most while its true peak is over the ceiling."""
+PEAK_FIX_MARGIN_DB: Final = 0.2
+"""How far under the ceiling a file encoded again aims."""
+PEAK_FIX_MIN_STEP_DB: Final = 0.3
+"""Least cut per new encoding: an encoder's peaks do not follow small gain changes one to one."""
+METER_RESOLUTION_DB: Final = 0.1
+"""ffmpeg prints the true peak to 0.1 dB, so a reading must be this far under the ceiling."""
+_TRUE_PEAK = re.compile(r"True peak:\s+Peak:\s+(-inf|-?\d+(?:\.\d+)?) dBFS")
+
+
+@dataclass(frozen=True)
+class BookTags:
+    """What the book files say about the book."""
+
+    title: str
+    author: str | None = None
+    narrator: str | None = None
+    year: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,9 +84,21 @@ def _escape(value: str) -> str:
     return value
 
 
-def ffmetadata(title: str, chapters: Sequence[ChapterMark]) -> str:
-    """ffmpeg's metadata file: book tags and one ``[CHAPTER]`` block per chapter (in ms)."""
-    lines = [";FFMETADATA1", f"title={_escape(title)}", f"album={_escape(title)}", f"genre={GENRE}"]
+def ffmetadata(tags: BookTags, chapters: Sequence[ChapterMark]) -> str:
+    """ffmpeg's metadata file: book tags and one ``[CHAPTER]`` block per chapter (in ms).
+
+    The author goes to artist and album artist, the narrator to composer: where audiobook
+    players (Apple Books, Audiobookshelf, Plex) look for them in both MP4 and ID3 tags."""
+    fields = {
+        "title": tags.title,
+        "album": tags.title,
+        "artist": tags.author,
+        "album_artist": tags.author,
+        "composer": tags.narrator,
+        "date": tags.year,
+        "genre": GENRE,
+    }
+    lines = [";FFMETADATA1", *(f"{key}={_escape(value)}" for key, value in fields.items() if value)]
     for chapter in chapters:
         lines += [
             "",
@@ -84,10 +118,21 @@ def _concat_list(chapters: Sequence[ChapterMark]) -> str:
     return "ffconcat version 1.0\n" + "".join(f"file {quoted(c.audio)}\n" for c in chapters)
 
 
-def encode_book(title: str, chapters: Sequence[ChapterMark], m4b: Path, mp3: Path) -> None:
-    """Join the chapter files into ``m4b`` (AAC, chapter markers) and ``mp3`` (ID3 chapters).
+def encode_book(
+    tags: BookTags,
+    chapters: Sequence[ChapterMark],
+    m4b: Path,
+    mp3: Path,
+    cover: Path | None = None,
+    ceiling_db: float = PEAK_CEILING_DBTP,
+) -> dict[str, float]:
+    """Join the chapter files into ``m4b`` (AAC, chapter markers) and ``mp3`` (ID3 chapters),
+    both tagged and with the cover, and return the true peak of each, measured on the file.
 
-    Both appear whole or not at all."""
+    Lossy encoding can push peaks over what the chapters had, so each file is measured after
+    encoding and, if a peak is over ``ceiling_db``, encoded again that much quieter. Both
+    appear whole or not at all."""
+    peaks: dict[str, float] = {}
     with (
         tempfile.TemporaryDirectory(prefix="ttsfarm-book-") as folder,
         atomic_target(m4b) as m4b_temp,
@@ -95,28 +140,77 @@ def encode_book(title: str, chapters: Sequence[ChapterMark], m4b: Path, mp3: Pat
     ):
         listing, metadata = Path(folder) / "chapters.ffconcat", Path(folder) / "metadata.txt"
         listing.write_text(_concat_list(chapters), encoding="utf-8")
-        metadata.write_text(ffmetadata(title, chapters), encoding="utf-8")
-        tags = ["-map", "0:a", "-map_metadata", "1", "-map_chapters", "1", "-fflags", "+bitexact"]
-        command = [
-            imageio_ffmpeg.get_ffmpeg_exe(),
-            *("-nostdin", "-hide_banner", "-loglevel", "error", "-y"),
-            *("-f", "concat", "-safe", "0", "-i", str(listing)),
-            *("-f", "ffmetadata", "-i", str(metadata)),
-            *tags,
-            *("-c:a", "aac", "-b:a", M4B_BITRATE, "-flags:a", "+bitexact", "-movflags", "+faststart"),
-            *("-f", "ipod", str(m4b_temp)),
-            *tags,
-            *("-c:a", "libmp3lame", "-b:a", MP3_BITRATE, "-id3v2_version", "3", "-f", "mp3", str(mp3_temp)),
-        ]
-        log.debug("encoding the book: %s", command)
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=ENCODE_TIMEOUT_SECONDS)
-        except OSError as error:
-            raise PermanentError(f"cannot run ffmpeg to encode the book: {error.strerror}") from None
-        except subprocess.TimeoutExpired:
-            raise PermanentError(
-                f"ffmpeg did not finish encoding the book in {ENCODE_TIMEOUT_SECONDS} s"
-            ) from None
-        if run.returncode != 0:
-            detail = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"status {run.returncode}"
-            raise PermanentError(f"ffmpeg could not encode the book: {detail}")
+        metadata.write_text(ffmetadata(tags, chapters), encoding="utf-8")
+        for kind, target in (("m4b", m4b_temp), ("mp3", mp3_temp)):
+            gain = 0.0
+            for _ in range(PEAK_FIX_PASSES):
+                _ffmpeg(_encode_command(kind, listing, metadata, cover, target, gain), f"encode the {kind}")
+                peaks[kind] = measure_true_peak(target)
+                if peaks[kind] <= ceiling_db - METER_RESOLUTION_DB:
+                    break
+                log.info(
+                    "%s: true peak %.2f dBTP after encoding, encoding it again quieter", kind, peaks[kind]
+                )
+                gain -= max(PEAK_FIX_MIN_STEP_DB, peaks[kind] - ceiling_db + PEAK_FIX_MARGIN_DB)
+            else:
+                raise PermanentError(
+                    f"the {kind} keeps a true peak of {peaks[kind]:.2f} dBTP, over {ceiling_db} dBTP: "
+                    "lower --target-lufs"
+                )
+    return peaks
+
+
+def _encode_command(
+    kind: str, listing: Path, metadata: Path, cover: Path | None, target: Path, gain: float
+) -> list[str]:
+    inputs = [*("-f", "concat", "-safe", "0", "-i", str(listing)), *("-f", "ffmetadata", "-i", str(metadata))]
+    maps = ["-map", "0:a", "-map_metadata", "1", "-map_chapters", "1", "-fflags", "+bitexact"]
+    if cover is not None:
+        inputs += ["-i", str(cover)]
+        maps += ["-map", "2:v", "-c:v", "copy", "-disposition:v:0", "attached_pic"]
+    if gain:
+        maps += ["-af", f"volume={gain:.2f}dB"]
+    if kind == "m4b":
+        codec = [*("-c:a", "aac", "-b:a", M4B_BITRATE, "-flags:a", "+bitexact", "-movflags", "+faststart")]
+        codec += ["-f", "ipod"]
+    else:
+        codec = ["-c:a", "libmp3lame", "-b:a", MP3_BITRATE, "-id3v2_version", "3", "-f", "mp3"]
+    return [*inputs, *maps, *codec, str(target)]
+
+
+def measure_true_peak(path: Path) -> float:
+    """The true peak of an audio file in dBTP, as ffmpeg's EBU R128 meter reads it (4x
+    oversampled); ``-inf`` for silence."""
+    output = _ffmpeg(
+        ["-nostats", "-i", str(path), "-map", "0:a", "-af", "ebur128=peak=true", "-f", "null", "-"],
+        f"measure {path.name}",
+        loglevel="info",
+    )
+    found = _TRUE_PEAK.findall(output)
+    if not found:
+        raise PermanentError(f"could not measure the true peak of {path.name}: ffmpeg printed no summary")
+    return -math.inf if found[-1] == "-inf" else float(found[-1])
+
+
+def _ffmpeg(arguments: list[str], what: str, loglevel: str = "error") -> str:
+    """Run the bundled ffmpeg; its stderr, or one line saying why it failed."""
+    command = [
+        imageio_ffmpeg.get_ffmpeg_exe(),
+        "-nostdin",
+        "-hide_banner",
+        "-loglevel",
+        loglevel,
+        "-y",
+        *arguments,
+    ]
+    log.debug("ffmpeg: %s", command)
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=ENCODE_TIMEOUT_SECONDS)
+    except OSError as error:
+        raise PermanentError(f"cannot run ffmpeg to {what}: {error.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise PermanentError(f"ffmpeg did not {what} in {ENCODE_TIMEOUT_SECONDS} s") from None
+    if run.returncode != 0:
+        detail = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"status {run.returncode}"
+        raise PermanentError(f"ffmpeg could not {what}: {detail}")
+    return run.stderr

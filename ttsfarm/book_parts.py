@@ -17,9 +17,10 @@ from typing import Final
 from ttsfarm.book import Book, Chapter, Row
 from ttsfarm.jobs import SynthesisOptions
 
-PART_MAX_CHARS: Final = 6_000
-"""Longest part, in characters (about six minutes of speech): small enough to spread a
-chapter over workers and to lose little on an interrupt, large enough to fill batches."""
+PART_MAX_CHARS: Final = 1_000
+"""Longest part, in characters: about a minute of speech, so an interrupt loses at most that
+much per part in progress, and a chapter spreads over many workers; still a dozen sentences,
+enough for the batcher to fill batches."""
 PART_FORMAT: Final = "flac"
 """Parts are kept lossless; only the finished book is encoded lossily."""
 PAUSE_BETWEEN_ROWS: Final = 0.6

@@ -27,24 +27,29 @@ class OutputFile:
     sha256: str
     duration: float | None = None
     """Seconds of audio, for audio files."""
+    true_peak: float | None = None
+    """dBTP measured on the file, for the whole-book audio files."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutputFile:
-        duration = data.get("duration")
+        duration, peak = data.get("duration"), data.get("true_peak")
         return cls(
             file=str(data["file"]),
             size=int(data["size"]),
             sha256=str(data["sha256"]),
             duration=None if duration is None else float(duration),
+            true_peak=None if peak is None else float(peak),
         )
 
     @classmethod
-    def of(cls, outdir: Path, name: str, duration: float | None = None) -> OutputFile:
+    def of(
+        cls, outdir: Path, name: str, duration: float | None = None, true_peak: float | None = None
+    ) -> OutputFile:
         path = outdir / name
-        return cls(name, path.stat().st_size, sha256_file(path), duration)
+        return cls(name, path.stat().st_size, sha256_file(path), duration, true_peak)
 
 
 @dataclass(frozen=True)
@@ -101,13 +106,19 @@ class Manifest:
     peak_ceiling_dbtp: float
     chapters: tuple[ChapterEntry, ...]
     files: dict[str, OutputFile]
-    """The whole-book files by kind: ``m4b``, ``mp3``, ``srt``."""
+    """The whole-book files by kind: ``m4b``, ``mp3``, ``srt`` and, if the book has one, ``cover``."""
+    author: str | None = None
+    narrator: str | None = None
+    year: str | None = None
     version: int = MANIFEST_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "title": self.title,
+            "author": self.author,
+            "narrator": self.narrator,
+            "year": self.year,
             "book_key": self.book_key,
             "sample_rate": self.sample_rate,
             "duration": self.duration,
@@ -128,6 +139,9 @@ class Manifest:
             peak_ceiling_dbtp=float(data["peak_ceiling_dbtp"]),
             chapters=tuple(ChapterEntry.from_dict(c) for c in data["chapters"]),
             files={kind: OutputFile.from_dict(f) for kind, f in data["files"].items()},
+            author=data.get("author"),
+            narrator=data.get("narrator"),
+            year=data.get("year"),
             version=int(data.get("version", MANIFEST_VERSION)),
         )
 
