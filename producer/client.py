@@ -116,9 +116,18 @@ class Client:
             with self._app.producer_or_acquire() as producer:
                 for request, key in zip(requests, keys, strict=True):
                     job_id = request.job_id
-                    self._registry.created(job_id)  # the record first: a bound key never points at nothing
+                    fingerprint = request.fingerprint()
+                    # the record first: a bound key never points at nothing
+                    self._registry.created(job_id, fingerprint)
                     if key is not None:
-                        bound = self._registry.claim_key(key, job_id)
+                        try:
+                            bound = self._registry.claim_key(key, job_id, fingerprint)
+                        except InvalidInput as error:
+                            self._registry.forget(job_id)
+                            queued = (
+                                f" ({len(ids)} jobs before it were queued: {', '.join(ids)})" if ids else ""
+                            )
+                            raise InvalidInput(f"{error}{queued}") from None
                         if bound != job_id:
                             self._registry.forget(job_id)
                             ids.append(bound)
@@ -127,6 +136,8 @@ class Client:
                     self._app.send_task(
                         TASK_NAME,
                         args=[request.to_dict()],
+                        argsrepr=request.summary(),  # what Flower shows instead of the whole text
+                        kwargsrepr="{}",
                         task_id=job_id,
                         producer=producer,
                         queue=self.settings.queue,
@@ -200,18 +211,7 @@ class Client:
             raise JobNotFound(f"unknown job id {job_id}")
         if status.result is None:
             raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
-        target = Path(target)
-        if target.is_dir():
-            raise InvalidInput(f"{target} is a folder: give a file name")
-        if target.exists() and not overwrite:
-            raise InvalidInput(
-                f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
-            )
-        self.storage.fetch(audio_key(job_id, status.result.format), target)
-        if sha256_file(target) != status.result.sha256:
-            target.unlink(missing_ok=True)
-            raise StorageUnavailable(f"the audio of job {job_id} did not arrive whole: fetch it again")
-        return status.result
+        return download(self.storage, status.result, target, overwrite)
 
     def close(self) -> None:
         self._app.close()
@@ -221,3 +221,20 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def download(storage: Storage, result: JobResult, target: str | Path, overwrite: bool = False) -> JobResult:
+    """Copy a finished job's audio from ``storage`` to ``target`` and check it against the
+    job's SHA-256. An existing file is replaced only with ``overwrite``."""
+    target = Path(target)
+    if target.is_dir():
+        raise InvalidInput(f"{target} is a folder: give a file name")
+    if target.exists() and not overwrite:
+        raise InvalidInput(
+            f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
+        )
+    storage.fetch(audio_key(result.job_id, result.format), target)
+    if sha256_file(target) != result.sha256:
+        target.unlink(missing_ok=True)
+        raise StorageUnavailable(f"the audio of job {result.job_id} did not arrive whole: fetch it again")
+    return result

@@ -13,13 +13,18 @@ import soundfile as sf
 from ttsfarm.jobs import MAX_TEXT_CHARS
 
 
-def ttsfarm(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without ttsfarm settings, plus ``env``."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
     environ.update(env or {})
+    return environ
+
+
+def ttsfarm(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ttsfarm", *args],
         cwd=cwd,
-        env=environ,
+        env=environment(env),
         capture_output=True,
         text=True,
         timeout=240,

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
 from ttsfarm.errors import TtsfarmError
 from ttsfarm.inputs import check_writable, format_for, read_text_file
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, check_text
+from ttsfarm.jobs import AUDIO_FORMATS, JobRequest, JobResult, SynthesisOptions, check_format, check_text
 from ttsfarm.settings import Settings
 
 
@@ -25,7 +26,7 @@ class _Group(click.Group):
             raise click.ClickException(str(error)) from None
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.version_option(package_name="ttsfarm")
 @click.pass_context
@@ -42,11 +43,37 @@ def options_from(
     return SynthesisOptions(voice=voice or settings.voice, speaker=speaker, length_scale=length_scale)
 
 
+def text_from(text: str | None, text_file: str | None) -> str:
+    """The text to speak: the argument, the file (``-`` for stdin), or else standard input
+    when something is piped in (as piper reads it)."""
+    if text is not None and text_file is not None:
+        raise click.UsageError("give the text as an argument or with -f FILE, not both")
+    if text is None and text_file is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError(
+                "give the text to speak as an argument, with -f FILE, or on standard input "
+                "(echo 'Hello.' | ttsfarm synth -o hello.wav)"
+            )
+        text_file = "-"
+    return check_text(read_text_file(text_file) if text_file else text or "")
+
+
+def speed(audio_seconds: float, seconds: float) -> str:
+    """How fast against real time, in words that cannot be read backwards."""
+    if seconds <= 0 or audio_seconds <= 0:
+        return ""
+    ratio = audio_seconds / seconds
+    if ratio >= 1:
+        return f"{ratio:.1f}x faster than real time"
+    return f"{1 / ratio:.1f}x slower than real time"
+
+
 def describe(result: JobResult, seconds: float | None = None) -> str:
-    speed = f", {result.duration / seconds:.1f}x real time" if seconds else ""
+    pace = speed(result.duration, seconds) if seconds else ""
+    speed_note = f"; made in {seconds:.1f} s, {pace}" if pace else ""
     return (
         f"{result.location}: {result.duration:.1f} s of {result.format} audio at "
-        f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {len(result.segments)} segments{speed}"
+        f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {len(result.segments)} segments{speed_note}"
     )
 
 
@@ -57,12 +84,47 @@ def voice_options(func: Any) -> Any:
     return func
 
 
+FORMAT_METAVAR: Final = "[" + "|".join(AUDIO_FORMATS) + "]"
+"""``--format`` shows its choices; a wrong one gets the one-line error of ``check_format``."""
+LOUDNESS_RANGE: Final = (-40.0, -10.0)
+
+
+def _loudness(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
+    if value.strip().lower() == "off":
+        return None
+    try:
+        lufs = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
+    low, high = LOUDNESS_RANGE
+    if not low <= lufs <= high:
+        raise click.BadParameter(f"{value} is outside {low:g} to {high:g} LUFS")
+    return lufs
+
+
 @main.command()
 @click.argument("text", required=False)
 @click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Audio file to write.")
-@click.option("--format", "audio_format", help="wav, flac, mp3 or ogg (default: from the file name).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, allow_dash=True),
+    help="Audio file to write ('-' for standard output).",
+)
+@click.option(
+    "--format", "audio_format", metavar=FORMAT_METAVAR, help="Default: from the file name; wav for '-'."
+)
 @voice_options
+@click.option(
+    "--loudness",
+    default="-18",
+    show_default=True,
+    callback=_loudness,
+    metavar="LUFS|off",
+    help="Normalise to this loudness, true peaks under -1 dBTP (as audiobooks); 'off': the voice's level.",
+)
+@click.option("--title", help="Title tag (default: the first words of the text).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
 def synth(
@@ -74,32 +136,46 @@ def synth(
     voice: str | None,
     speaker: int | None,
     length_scale: float | None,
+    loudness: float | None,
+    title: str | None,
     quiet: bool,
 ) -> None:
-    """Speak TEXT (or a file) into one audio file, in this process."""
+    """Speak TEXT (or a file, or standard input) into one audio file, in this process."""
+    import tempfile
     import time
 
     from ttsfarm.progress import ProgressBar
     from ttsfarm.storage import LocalStorage
+    from ttsfarm.synth_file import Tags, finish, title_from
     from worker.local import local_synthesizer
 
-    if (text is None) == (text_file is None):
-        raise click.UsageError("give the text as an argument or with -f FILE, not both")
-    text = check_text(read_text_file(text_file) if text_file else text or "")
-    request = JobRequest(
-        text, options_from(voice, speaker, length_scale, settings), format_for(output, audio_format)
-    )
-    check_writable(output)
-    with local_synthesizer(settings) as synthesizer:
+    to_stdout = str(output) == "-"
+    text = text_from(text, text_file)
+    audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
+    options = options_from(voice, speaker, length_scale, settings)
+    request = JobRequest(text, options, "flac")  # lossless until it is finished below
+    if not to_stdout:
+        check_writable(output)
+    with (
+        tempfile.TemporaryDirectory(prefix="ttsfarm-synth-") as folder,
+        local_synthesizer(settings) as synthesizer,
+    ):
         started = time.perf_counter()
         with ProgressBar("synth", disable=quiet) as bar:
-            result = synthesizer.synthesize(
-                request, LocalStorage(output.parent), output.name, progress=bar.update
-            )
+            spoken = synthesizer.synthesize(request, LocalStorage(folder), "spoken.flac", progress=bar.update)
+        target = Path(folder) / f"out.{audio_format}" if to_stdout else output
+        tags = Tags(title or title_from(text), options.voice)
+        result = finish(Path(spoken.location), spoken, target, audio_format, loudness, tags)
+        if to_stdout:
+            result = replace(result, location="standard output")
         elapsed = time.perf_counter() - started
+        if to_stdout:
+            sys.stdout.buffer.write(target.read_bytes())
+            sys.stdout.buffer.flush()
         stats = synthesizer.batcher.stats
         providers = sorted({engine.provider for engine in synthesizer.batcher.engines.values()})
-    click.echo(describe(result, elapsed))
+    level = "the voice's own loudness" if loudness is None else f"normalised to {loudness:g} LUFS"
+    click.echo(f"{describe(result, elapsed)}; {level}", err=to_stdout)
     if not quiet:
         click.echo(
             f"engine: {', '.join(providers)}; batches: {stats.batches}, "

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import click
 
-from ttsfarm.cli import describe, main, options_from, voice_options
+from ttsfarm.cli import FORMAT_METAVAR, describe, main, options_from, text_from, voice_options
 from ttsfarm.errors import Cancelled, JobNotFound, PermanentError
-from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import JobRequest, audio_key, check_format, check_text
+from ttsfarm.jobs import JobRequest, JobResult, audio_key, check_format, result_key
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
     from producer.client import Client
+    from ttsfarm.registry import JobStatus
 
 STATUS_POLL_SECONDS: Final = 0.25
+_JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
 
 
 def _client(settings: Settings) -> Client:
@@ -31,7 +33,7 @@ def _client(settings: Settings) -> Client:
 @main.command()
 @click.argument("text", required=False)
 @click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
-@click.option("--format", "audio_format", default="wav", show_default=True, help="wav, flac, mp3 or ogg.")
+@click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
 @voice_options
 @click.option("--key", help="Idempotency key: submitting the same key twice queues one job.")
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
@@ -51,9 +53,7 @@ def submit(
 
     Without a broker configured the job runs here and its audio goes to the storage folder.
     """
-    if (text is None) == (text_file is None):
-        raise click.UsageError("give the text as an argument or with -f FILE, not both")
-    text = check_text(read_text_file(text_file) if text_file else text or "")
+    text = text_from(text, text_file)
     audio_format = check_format(audio_format)
     if not settings.farm_mode:
         _run_here(
@@ -77,8 +77,44 @@ def _run_here(settings: Settings, request: JobRequest) -> None:
         result = synthesizer.synthesize(
             request, storage, audio_key(request.job_id, request.format), bar.update
         )
+    # Stored beside the audio, as a worker does: `status` and `fetch` find the job by it.
+    storage.put_bytes(json.dumps(result.to_dict()).encode(), result_key(request.job_id), "application/json")
     click.echo(request.job_id)
     click.echo(describe(result), err=True)
+
+
+def _local_result(settings: Settings, job_id: str) -> JobResult:
+    """The result of a job run here by ``submit`` without a broker, from storage."""
+    from ttsfarm.storage import open_storage
+
+    stored = open_storage(settings).get_bytes(result_key(job_id)) if _is_job_id(job_id) else None
+    if stored is None:
+        raise JobNotFound(
+            f"unknown job id {job_id}: with no broker configured (TTSFARM_BROKER_URL), only jobs that "
+            f"`ttsfarm submit` ran here are known, by their results in {settings.storage_url}"
+        )
+    return JobResult.from_dict(json.loads(stored))
+
+
+def _local_status(settings: Settings, job_id: str) -> JobStatus:
+    """A job run here by ``submit`` without a broker: finished, with its result in storage."""
+    from ttsfarm.registry import JobStatus
+
+    result = _local_result(settings, job_id)
+    return JobStatus(
+        job_id,
+        "succeeded",
+        progress=1.0,
+        segments_done=len(result.segments),
+        segments_total=len(result.segments),
+        audio_seconds=result.duration,
+        result=result,
+    )
+
+
+def _is_job_id(job_id: str) -> bool:
+    """Whether ``job_id`` could name a job (never a path into storage)."""
+    return bool(_JOB_ID.fullmatch(job_id))
 
 
 def _follow(client: Client, job_id: str) -> None:
@@ -119,18 +155,24 @@ def _report(status: dict[str, object]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole status as JSON.")
 @click.pass_obj
 def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
-    """Show a job's state: queued, running (with progress), succeeded, failed or cancelled."""
-    client = _client(settings)
-    if wait:
-        _follow(client, job_id)
-        return
-    current = client.status(job_id)
+    """Show a job's state: queued, running (with progress), succeeded, failed or cancelled.
+    Exits 1 when the job failed or was cancelled."""
+    if not settings.farm_mode:
+        current = _local_status(settings, job_id)
+    else:
+        client = _client(settings)
+        if wait:
+            _follow(client, job_id)
+            return
+        current = client.status(job_id)
     if current.state == "unknown":
         raise JobNotFound(f"unknown job id {job_id}")
     if as_json:
         click.echo(json.dumps(current.to_dict(), indent=2))
     else:
         _report(current.to_dict())
+    if current.state in ("failed", "cancelled"):
+        raise SystemExit(1)
 
 
 @main.command()
@@ -142,7 +184,13 @@ def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
 @click.pass_obj
 def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
     """Download a finished job's audio."""
-    result = _client(settings).fetch(job_id, output, overwrite=force)
+    if settings.farm_mode:
+        result = _client(settings).fetch(job_id, output, overwrite=force)
+    else:
+        from producer.client import download
+        from ttsfarm.storage import open_storage
+
+        result = download(open_storage(settings), _local_result(settings, job_id), output, overwrite=force)
     click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
 
 
@@ -151,6 +199,10 @@ def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
 @click.pass_obj
 def cancel(settings: Settings, job_id: str) -> None:
     """Cancel a job: a queued one never runs, a running one stops and stores nothing."""
+    if not settings.farm_mode:  # a job run here finished before `submit` returned
+        _report(_local_status(settings, job_id).to_dict())
+        click.echo("the job had finished: there was nothing to cancel", err=True)
+        return
     _report(_client(settings).cancel(job_id).to_dict())
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -13,6 +15,9 @@ MAX_TEXT_CHARS: Final = 200_000
 """Longest text one job accepts (about 3.5 hours of speech). Split longer works into
 chapters (``ttsfarm audiobook``); the bound keeps every job well inside the broker's
 visibility timeout."""
+
+SUMMARY_WORDS_CHARS: Final = 60
+"""How much of the text a job's one-line summary shows."""
 
 DEFAULT_VOICE: Final = "joe"
 DEFAULT_FORMAT: Final = "wav"
@@ -155,6 +160,28 @@ class JobRequest:
             "format": self.format,
             "options": self.options.to_dict(),
         }
+
+    def summary(self) -> str:
+        """One short line for monitors (Flower shows it as the task's arguments): job id,
+        voice, format, length and the first words, never the whole text."""
+        words = " ".join(self.text.split())
+        opening = (
+            words
+            if len(words) <= SUMMARY_WORDS_CHARS
+            else words[:SUMMARY_WORDS_CHARS].rsplit(" ", 1)[0] + "..."
+        )
+        speaker = f" speaker {self.options.speaker}," if self.options.speaker is not None else ""
+        return (
+            f"job {self.job_id}, voice {self.options.voice},{speaker} {self.format}, "
+            f"{len(self.text):,} chars: {opening!r}"
+        )
+
+    def fingerprint(self) -> str:
+        """A hash of what decides the audio (text, voice and settings, format), not the id:
+        two requests with one fingerprint make the same file."""
+        identity = {"text": self.text, "options": self.options.to_dict(), "format": self.format}
+        blob = json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        return hashlib.sha256(blob).hexdigest()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRequest:

@@ -25,6 +25,7 @@ class ProgressBar:
     def __init__(self, label: str, disable: bool = False) -> None:
         self.label, self.disable = label, disable
         self._bar: tqdm[Any] | None = None
+        self._done = 0
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -35,10 +36,20 @@ class ProgressBar:
 
     def update(self, progress: _Progress) -> None:
         if self._bar is None:
+            # What was done before the bar appeared counts as its start, not as work done in
+            # no time: the first rate shown is then a real one.
             self._bar = tqdm(
-                desc=self.label, unit="seg", disable=self.disable, dynamic_ncols=True, leave=True
+                desc=self.label,
+                unit="seg",
+                total=progress.segments_total,
+                initial=progress.segments_done,
+                disable=self.disable,
+                dynamic_ncols=True,
+                leave=True,
             )
-        self._bar.total = progress.segments_total
-        self._bar.n = progress.segments_done
+        else:
+            self._bar.total = progress.segments_total
+            self._bar.update(progress.segments_done - self._done)
+        self._done = progress.segments_done
         self._bar.set_postfix_str(f"{progress.audio_seconds:.0f} s audio", refresh=False)
         self._bar.refresh()

@@ -31,10 +31,13 @@ if bound then
     local record = ARGV[3] .. bound
     local state = redis.call('HGET', record, 'state')
     local cancelled = redis.call('HGET', record, 'cancel_requested') == 'true'
-    if state == '"succeeded"' then
-        return bound
-    end
-    if state and state ~= '"failed"' and state ~= '"cancelled"' and not cancelled then
+    local live = state == '"succeeded"' or (
+        state and state ~= '"failed"' and state ~= '"cancelled"' and not cancelled)
+    if live then
+        local fingerprint = redis.call('HGET', record, 'fingerprint')
+        if ARGV[4] ~= '' and fingerprint and fingerprint ~= ARGV[4] then
+            return '!' .. bound
+        end
         return bound
     end
 end
@@ -136,22 +139,38 @@ class JobRegistry:
         pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
         self._reach(pipe.execute)
 
-    def claim_key(self, idempotency_key: str, job_id: str) -> str:
+    def claim_key(self, idempotency_key: str, job_id: str, fingerprint: str | None = None) -> str:
         """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.
 
         A key whose job failed, was cancelled or expired is bound anew: nothing was made
         under it, so trying again is not synthesizing twice. A key whose job succeeded stays
         bound to it, even if a cancel came too late to stop it. One atomic step in Redis, so two
-        producers submitting the same key at once get the same job."""
+        producers submitting the same key at once get the same job. A key bound to a job for
+        another request (its ``fingerprint`` differs) raises :class:`InvalidInput`: returning
+        that job would hand back audio of a different text."""
         key = f"{KEY_PREFIX}key:{idempotency_key}"
-        return str(self._call("eval", _CLAIM_KEY_SCRIPT, 1, key, job_id, RECORD_TTL_SECONDS, self._key("")))
+        marked = json.dumps(fingerprint) if fingerprint else ""
+        bound = str(
+            self._call("eval", _CLAIM_KEY_SCRIPT, 1, key, job_id, RECORD_TTL_SECONDS, self._key(""), marked)
+        )
+        if bound.startswith("!"):
+            raise InvalidInput(
+                f"idempotency key {idempotency_key!r} is taken by job {bound[1:]}, made for a different "
+                "text, voice or format: use a new key for a new request"
+            )
+        return bound
 
     def forget(self, job_id: str) -> None:
         """Drop the record of a job that was never queued."""
         self._call("delete", self._key(job_id))
 
-    def created(self, job_id: str) -> None:
-        self._update(job_id, state="queued", submitted_at=time.time(), attempts=0)
+    def created(self, job_id: str, fingerprint: str | None = None) -> None:
+        """Record a job as queued; ``fingerprint`` (:meth:`JobRequest.fingerprint`) lets an
+        idempotency key tell a repeat of the request from another one."""
+        fields: dict[str, Any] = {"state": "queued", "submitted_at": time.time(), "attempts": 0}
+        if fingerprint:
+            fields["fingerprint"] = fingerprint
+        self._update(job_id, **fields)
 
     def exists(self, job_id: str) -> bool:
         return bool(self._call("exists", self._key(job_id)))

@@ -16,7 +16,7 @@ from celery.worker.control import inspect_command
 
 from ttsfarm.celeryconf import make_celery
 from ttsfarm.registry import JobRegistry
-from ttsfarm.settings import Settings
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.local import build_synthesizer
 from worker.pipeline import Synthesizer
@@ -25,6 +25,10 @@ from worker.scratch import sweep
 log = logging.getLogger(__name__)
 
 settings = Settings.load()
+if not settings.farm_mode:
+    # Imported by `celery -A worker.app ...` (worker, flower, inspect): one line, not Celery's
+    # traceback of a failed app import.
+    raise SystemExit(f"ttsfarm: {NO_BROKER_MESSAGE}")
 if settings.prewarm is None:
     settings = replace(settings, prewarm=True)  # a farm worker builds its GPU sessions before jobs come
 app = make_celery(settings)

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from celery import Task
 from celery.exceptions import Ignore
+from kombu.exceptions import OperationalError
 
 from ttsfarm.celeryconf import TASK_NAME
 from ttsfarm.errors import Cancelled, PermanentError, TransientError
@@ -32,6 +33,12 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
     except Cancelled:
         registry.cancelled(job_id)
         log.info("job %s cancelled", job_id)
+        # Ignore sends no event, so monitors (Flower) would show the task started forever:
+        # say it ended, as a revoked task, before leaving it.
+        try:
+            self.send_event("task-revoked", terminated=False, signum=None, expired=False)
+        except OperationalError as error:  # the job is recorded as cancelled; only the monitor misses it
+            log.warning("job %s: could not tell monitors it was cancelled: %s", job_id, error)
         raise Ignore() from None
     except TransientError as error:
         if self.request.retries < MAX_RETRIES:
