@@ -30,10 +30,10 @@ from ttsfarm.errors import (
     TtsfarmError,
 )
 from ttsfarm.files import sha256_file
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, audio_key, new_job_id
+from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, new_job_id
 from ttsfarm.registry import JobRegistry, JobStatus
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
-from ttsfarm.storage import Storage, open_storage
+from ttsfarm.storage import Storage, open_storage, storage_at
 
 POLL_SECONDS: Final = 0.25
 
@@ -211,7 +211,7 @@ class Client:
             raise JobNotFound(f"unknown job id {job_id}")
         if status.result is None:
             raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
-        return download(self.storage, status.result, target, overwrite)
+        return download(status.result, target, self.settings, overwrite)
 
     def close(self) -> None:
         self._app.close()
@@ -223,9 +223,9 @@ class Client:
         self.close()
 
 
-def download(storage: Storage, result: JobResult, target: str | Path, overwrite: bool = False) -> JobResult:
-    """Copy a finished job's audio from ``storage`` to ``target`` and check it against the
-    job's SHA-256. An existing file is replaced only with ``overwrite``."""
+def download(result: JobResult, target: str | Path, settings: Settings, overwrite: bool = False) -> JobResult:
+    """Copy a finished job's audio from where its result says it is to ``target`` and check it
+    against the job's SHA-256. An existing file is replaced only with ``overwrite``."""
     target = Path(target)
     if target.is_dir():
         raise InvalidInput(f"{target} is a folder: give a file name")
@@ -233,7 +233,8 @@ def download(storage: Storage, result: JobResult, target: str | Path, overwrite:
         raise InvalidInput(
             f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
         )
-    storage.fetch(audio_key(result.job_id, result.format), target)
+    storage, key = storage_at(result.location, settings)
+    storage.fetch(key, target)
     if sha256_file(target) != result.sha256:
         target.unlink(missing_ok=True)
         raise StorageUnavailable(f"the audio of job {result.job_id} did not arrive whole: fetch it again")

@@ -127,6 +127,4 @@ def _chapter_line(chapter: Chapter, width: int) -> str:
     seconds = chars / SPEECH_CHARS_PER_SECOND
     length = f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
     note = "  (front matter: left out unless picked)" if chapter.front_matter else ""
-    return (
-        f"{chapter.number:>{width}}  {chapter.title}  [{chars:,} characters, {length}]{note}"
-    )
+    return f"{chapter.number:>{width}}  {chapter.title}  [{chars:,} characters, {length}]{note}"

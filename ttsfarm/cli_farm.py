@@ -60,6 +60,12 @@ def submit(
             settings, JobRequest(text, options_from(voice, speaker, length_scale, settings), audio_format)
         )
         return
+    from ttsfarm.voices import resolve_voice
+
+    # Checked here, as `ttsfarm audiobook` checks its parts, so a mistyped voice is one line now
+    # rather than a failed job later (the Python Client leaves it to workers: a producer there
+    # need not have the voices).
+    resolve_voice(voice or settings.voice, settings.voices_dir).speaker_id(speaker)
     client = _client(settings)
     job_id = client.submit(text, voice or settings.voice, audio_format, speaker, length_scale, key)
     click.echo(job_id)
@@ -188,9 +194,8 @@ def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
         result = _client(settings).fetch(job_id, output, overwrite=force)
     else:
         from producer.client import download
-        from ttsfarm.storage import open_storage
 
-        result = download(open_storage(settings), _local_result(settings, job_id), output, overwrite=force)
+        result = download(_local_result(settings, job_id), output, settings, overwrite=force)
     click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
 
 

@@ -123,6 +123,21 @@ def read_chunks(handle: BinaryIO) -> Iterator[bytes]:
             yield chunk
 
 
+def storage_at(location: str, settings: Settings) -> tuple[Storage, str]:
+    """The storage that holds ``location`` (where a job's result says its audio is), and the
+    key there: a job is fetched from where its worker put it, whatever this side's
+    ``storage_url`` says. S3 credentials and endpoint come from ``settings``."""
+    if location.startswith("s3://"):
+        from ttsfarm.s3 import S3Storage, make_client, parse_s3_url
+
+        bucket, key = parse_s3_url(location)
+        key = key.rstrip("/")  # parse_s3_url reads a prefix; this is an object's key
+        client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        return S3Storage(client, bucket, "", settings.presign_seconds), key
+    path = Path(location)
+    return LocalStorage(path.parent), path.name
+
+
 def _copy_atomically(source: Path, target: Path) -> None:
     """Copy to a temp file beside ``target``, then rename: readers see all of it or none."""
     try:

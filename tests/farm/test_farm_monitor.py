@@ -1,15 +1,20 @@
-"""The farm as users see it in Flower and through idempotency keys: a cancelled or failed job
-ends in a final state Flower shows, tasks show a short summary of their arguments, and a key
-reused for another request is refused."""
+"""The farm as users see it: a cancelled or failed job ends in a final state Flower shows, tasks
+show a short summary of their arguments, a key reused for another request is refused, `status`
+of a failed job exits 1, and a job is fetched from where its worker stored it."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
 import requests
+from click.testing import CliRunner
 
 from producer import Client, JobFailed
-from tests.farm.conftest import WorkerProcess, wait_for
+from tests.farm.conftest import WorkerProcess, farm_env, wait_for
 from tests.farm.test_farm import EXAMPLE
+from ttsfarm.cli import main
 from ttsfarm.errors import Cancelled, InvalidInput
 
 AUTH = ("ops", "secret")
@@ -58,3 +63,42 @@ def test_a_key_reused_for_another_text_is_refused(client: Client, worker: Worker
         client.submit("The first text.", key="order-77", format="mp3")
     assert client.wait(first, timeout=60).duration > 0
     assert client.submit("The first text.", key="order-77") == first  # still bound, still the same
+
+
+def test_status_of_a_failed_or_cancelled_job_exits_1(
+    redis_url: str, s3_endpoint: str, client: Client, worker: WorkerProcess
+) -> None:
+    failed = client.submit("Nobody speaks this either.", voice="nobody")
+    with pytest.raises(JobFailed):
+        client.wait(failed, timeout=30)
+    runner = CliRunner(env=farm_env(redis_url, s3_endpoint))
+    done = runner.invoke(main, ["status", failed])
+    assert done.exit_code == 1 and f"{failed}  failed" in done.output
+    ok = client.submit("This one works.")
+    client.wait(ok, timeout=60)
+    assert runner.invoke(main, ["status", ok]).exit_code == 0
+
+
+def test_fetch_reads_from_where_the_worker_put_the_audio(
+    client: Client, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    job_id = client.submit("Fetched from its own place.")
+    result = client.wait(job_id, timeout=60)
+    # a producer whose own storage setting names another place still finds the job's audio
+    elsewhere = client.settings.replace(storage_url=str(tmp_path / "elsewhere"))
+    with Client.from_env(elsewhere) as other:
+        other.fetch(job_id, tmp_path / "got.wav")
+    assert hashlib.sha256((tmp_path / "got.wav").read_bytes()).hexdigest() == result.sha256
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--voice", "nobody"], "unknown voice 'nobody'"), (["--speaker", "3"], "has a single speaker")],
+)
+def test_submit_refuses_an_unknown_voice_or_speaker_at_once(
+    redis_url: str, s3_endpoint: str, extra: list[str], message: str
+) -> None:
+    done = CliRunner(env=farm_env(redis_url, s3_endpoint)).invoke(main, ["submit", "Hello.", *extra])
+    assert done.exit_code == 1 and message in done.output
+    assert done.output.strip().count("\n") == 0  # one line, and no job id: nothing was queued
