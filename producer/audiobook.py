@@ -28,6 +28,8 @@ CONTENT_TYPES: Final = {
     ".m4b": "audio/mp4",
     ".srt": "application/x-subrip",
     ".json": "application/json",
+    ".jpg": "image/jpeg",
+    ".png": "image/png",
     **{f".{name}": kind for name, kind in JOB_CONTENT_TYPES.items()},
 }
 

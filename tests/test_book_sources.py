@@ -18,6 +18,7 @@ from ttsfarm.book_source import (
     select_chapters,
     with_info,
 )
+from ttsfarm.book_text import TEXT_HEADING
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import SynthesisOptions
 
@@ -106,6 +107,20 @@ def test_text_book_chapters_at_headings(tmp_path: Path) -> None:
         ("CHAPTER II. Grey Morning", [(14, "CHAPTER II. Grey Morning"), (16, "Morning was grey.")]),
         ("Epilogue", [(18, "Epilogue"), (20, "They went home.")]),
     ]
+
+
+def test_text_headings_need_a_number_after_chapter_part_or_book() -> None:
+    headings = [
+        "Chapter 12",
+        "CHAPTER IV. The Storm",
+        "Part Two: The Sea",
+        "Book xiv",
+        "Prologue",
+        "Epilogue",
+    ]
+    prose = ["Part of it was lost.", "Book lovers rejoiced.", "Chapter and verse.", "Part did not matter."]
+    assert [bool(TEXT_HEADING.match(line)) for line in headings] == [True] * len(headings)
+    assert [bool(TEXT_HEADING.match(line)) for line in prose] == [False] * len(prose)
 
 
 def test_text_book_without_headings_splits_at_separators(tmp_path: Path) -> None:

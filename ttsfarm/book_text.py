@@ -21,11 +21,19 @@ from ttsfarm.errors import InvalidInput
 from ttsfarm.inputs import read_text_file
 from ttsfarm.jobs import SynthesisOptions
 
+_NUMBER: Final = (
+    r"(?:\d+|(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
+    r"(?:twenty|thirty|forty|fifty)-(?:one|two|three|four|five|six|seven|eight|nine))"
+)
 TEXT_HEADING: Final = re.compile(
-    r"^(chapter|part|book|prologue|epilogue|preface|foreword|introduction|afterword|interlude|appendix)"
-    r"\b.{0,70}$",
+    rf"^(?:(?:chapter|part|book)\s+{_NUMBER}\b"
+    r"|(?:prologue|epilogue|preface|foreword|introduction|afterword|interlude|appendix)\b)"
+    r"(?:[.:\s].{0,70})?$",
     re.IGNORECASE,
 )
+"""A line of its own that starts a chapter: ``Chapter 3``, ``PART TWO: The Sea``, ``Book IV.``,
+``Prologue``; not ``Part of it was lost.`` (a word after Chapter, Part or Book must be a number)."""
 SEPARATOR: Final = re.compile(r"^\s*(?:([*#=~_-])\s*)(?:\1\s*){2,}$")
 """A line of three or more of one of ``* # = ~ _ -`` (spaces allowed between them)."""
 _SKIPPED_TOKENS: Final = frozenset({"fence", "code_block"})
