@@ -1,8 +1,13 @@
 """Finishing a ``ttsfarm synth`` file: the spoken audio brought to a loudness (as audiobook
-chapters are, true peaks under -1 dBTP) and written in its format with basic tags."""
+chapters are, true peaks under -1 dBTP) and written in its format with basic tags.
+
+Long audio is mastered in blocks of about ten minutes, cut in the pause between two segments,
+as a book is mastered by chapter: memory stays bounded (a job may hold three hours of speech)
+and each block is at the target loudness."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -15,6 +20,8 @@ from ttsfarm.mastering import TARGET_LUFS, master
 
 DEFAULT_SYNTH_LUFS: Final = TARGET_LUFS
 """``ttsfarm synth`` normalises to the audiobook loudness unless told ``--loudness off``."""
+BLOCK_SECONDS: Final = 600.0
+"""Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
 TITLE_WORDS: Final = 8
 SOFTWARE: Final = "ttsfarm"
 
@@ -35,17 +42,38 @@ def title_from(text: str) -> str:
 
 
 def finish(
-    spoken: Path, result: JobResult, target: Path, audio_format: str, loudness: float | None, tags: Tags
+    spoken: Path,
+    result: JobResult,
+    target: Path,
+    audio_format: str,
+    loudness: float | None,
+    tags: Tags,
+    block_seconds: float = BLOCK_SECONDS,
 ) -> JobResult:
     """Write ``spoken`` (lossless) to ``target`` as ``audio_format``, normalised to ``loudness``
     LUFS (``None`` keeps the voice's own level), tagged; return the result for ``target``."""
-    audio, rate = sf.read(spoken, dtype="float32", always_2d=False)
-    if loudness is not None:
-        audio = master(audio, rate, loudness).audio
     container, subtype = AUDIO_FORMATS[audio_format]
-    with atomic_target(target) as temp:
+    with sf.SoundFile(spoken) as source, atomic_target(target) as temp:
+        rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
             handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
-            handle.write(audio)
+            for frames in block_lengths(result, rate, source.frames, block_seconds):
+                audio = source.read(frames, dtype="float32", always_2d=False)
+                handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
         size, sha = temp.stat().st_size, sha256_file(temp)
     return replace(result, location=str(target), format=audio_format, size=size, sha256=sha)
+
+
+def block_lengths(
+    result: JobResult, rate: int, frames: int, block_seconds: float = BLOCK_SECONDS
+) -> list[int]:
+    """Lengths, in samples, of the blocks ``frames`` is mastered in: each at most about
+    ``block_seconds``, cut halfway through the pause between two segments."""
+    cuts: list[int] = []
+    last = 0.0
+    for before, after in itertools.pairwise(result.segments):
+        if after.start - last >= block_seconds:
+            last = (before.end + after.start) / 2
+            cuts.append(min(frames, round(last * rate)))
+    edges = [0, *cuts, frames]
+    return [b - a for a, b in itertools.pairwise(edges) if b > a]

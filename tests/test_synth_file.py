@@ -1,0 +1,52 @@
+"""Finishing a synth file: long audio mastered in blocks cut between segments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from ttsfarm.jobs import JobResult, SegmentTiming
+from ttsfarm.mastering import PEAK_CEILING_DBTP, integrated_loudness, true_peak
+from ttsfarm.synth_file import Tags, block_lengths, finish
+
+RATE = 8000
+
+
+def spoken(tmp_path: Path, seconds: int) -> tuple[Path, JobResult]:
+    """A tone that speaks for 0.8 s of every second, quieter as it goes on."""
+    t = np.arange(RATE) / RATE
+    blocks = [np.where(t < 0.8, np.sin(2 * np.pi * 220 * t) * (0.3 - 0.005 * n), 0) for n in range(seconds)]
+    audio = np.concatenate(blocks).astype(np.float32)
+    sf.write(tmp_path / "spoken.flac", audio, RATE, subtype="PCM_16")
+    segments = tuple(SegmentTiming(f"s{n}", n, n + 0.8) for n in range(seconds))
+    size = (tmp_path / "spoken.flac").stat().st_size
+    return tmp_path / "spoken.flac", JobResult(
+        "j", "spoken.flac", None, "flac", RATE, seconds, size, "", segments
+    )
+
+
+def test_blocks_are_cut_in_the_pauses(tmp_path: Path) -> None:
+    _, result = spoken(tmp_path, 25)
+    lengths = block_lengths(result, RATE, 25 * RATE, block_seconds=10)
+    assert sum(lengths) == 25 * RATE
+    cuts = np.cumsum(lengths)[:-1] / RATE
+    assert list(cuts) == [9.9, 19.9]  # halfway through the pauses from 9.8 to 10 s and 19.8 to 20 s
+    assert block_lengths(result, RATE, 25 * RATE, block_seconds=100) == [25 * RATE]
+
+
+def test_finish_masters_every_block_and_tags(tmp_path: Path) -> None:
+    source, result = spoken(tmp_path, 40)
+    done = finish(
+        source, result, tmp_path / "out.ogg", "ogg", -20.0, Tags("A title", "joe"), block_seconds=12
+    )
+    audio, rate = sf.read(tmp_path / "out.ogg", dtype="float32")
+    assert rate == RATE and abs(len(audio) - 40 * RATE) < RATE // 10
+    assert done.format == "ogg" and done.size == (tmp_path / "out.ogg").stat().st_size
+    first, last = audio[: 10 * RATE], audio[30 * RATE :]
+    # the tone fades by 6 dB over the file; each block is brought back to the target
+    assert abs(integrated_loudness(first, rate) - integrated_loudness(last, rate)) < 1.0
+    assert true_peak(audio) <= PEAK_CEILING_DBTP + 0.3  # Vorbis adds a little on decoding
+    with sf.SoundFile(tmp_path / "out.ogg") as tagged:
+        assert (tagged.title, tagged.artist) == ("A title", "joe")
