@@ -26,8 +26,9 @@ def flower_task(flower: str, job_id: str) -> dict[str, object]:
 
 
 def test_flower_shows_a_cancelled_job_as_revoked_with_a_short_summary(
-    flower: str, client: Client, worker: WorkerProcess
+    client: Client, worker: WorkerProcess, flower: str
 ) -> None:
+    # the worker before Flower (as in test_farm): Flower lists the workers it found at its start
     text = EXAMPLE * 4
     job_id = client.submit(text, format="mp3")
     wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
@@ -43,7 +44,7 @@ def test_flower_shows_a_cancelled_job_as_revoked_with_a_short_summary(
     assert len(args) < 200 and text[:400] not in args
 
 
-def test_flower_shows_a_failed_job_as_failed(flower: str, client: Client, worker: WorkerProcess) -> None:
+def test_flower_shows_a_failed_job_as_failed(client: Client, worker: WorkerProcess, flower: str) -> None:
     job_id = client.submit("Nobody speaks this.", voice="nobody")
     with pytest.raises(JobFailed):
         client.wait(job_id, timeout=30)
