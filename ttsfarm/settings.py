@@ -106,6 +106,11 @@ class Settings:
     """``GET /v1/jobs/{id}/audio`` answers with a redirect to a presigned S3 URL instead of
     streaming the audio through the gateway (S3 storage only; its endpoint must be reachable
     by the gateway's clients)."""
+    metrics_port: int = 9808
+    """A farm worker serves Prometheus metrics at ``/metrics`` on this port; 0 turns them off.
+    Two workers on one host (host networking) need two ports."""
+    metrics_address: str = "0.0.0.0"
+    """The address the metrics server listens on (``127.0.0.1`` keeps it to this host)."""
 
     @property
     def farm_mode(self) -> bool:

@@ -11,7 +11,8 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from celery.signals import worker_ready
+from celery.concurrency import get_implementation
+from celery.signals import worker_init, worker_ready
 from celery.worker.control import inspect_command
 
 from ttsfarm.celeryconf import make_celery
@@ -19,6 +20,7 @@ from ttsfarm.registry import JobRegistry
 from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.local import build_synthesizer
+from worker.metrics import WorkerMetrics, start_metrics
 from worker.pipeline import Synthesizer
 from worker.scratch import sweep
 
@@ -40,6 +42,8 @@ class WorkerResources:
         self._synthesizer: Synthesizer | None = None
         self._storage: Storage | None = None
         self._registry: JobRegistry | None = None
+        self.metrics: WorkerMetrics | None = None
+        """Set once the synthesizer is built, unless ``metrics_port`` is 0."""
 
     @property
     def synthesizer(self) -> Synthesizer:
@@ -62,6 +66,12 @@ class WorkerResources:
                     batcher.runners,
                     self._synthesizer.frontend.processes,
                     engine.warmup_seconds,
+                )
+                self.metrics = start_metrics(
+                    self._synthesizer,
+                    self.settings.metrics_port,
+                    self.settings.metrics_address,
+                    self.settings.gpu,
                 )
             return self._synthesizer
 
@@ -100,6 +110,18 @@ def ttsfarm_stats(state: Any) -> dict[str, Any]:
         "padding_ratio": round(stats.padding_ratio, 4),
         "busy_seconds": round(stats.busy_seconds, 3),
     }
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _check_pool(sender: Any = None, **_: Any) -> None:
+    """One engine, its batches and its metrics live in one process: jobs must run as its threads."""
+    pool = get_implementation(getattr(sender, "pool_cls", "threads")).__module__
+    if not pool.endswith((".thread", ".solo")):
+        log.error(
+            "this worker runs jobs in a %s pool: ttsfarm workers need --pool threads (as `ttsfarm worker` "
+            "starts them), else each child process loads its own engine and /metrics sees none of its jobs",
+            pool.rsplit(".", 1)[-1] or "unknown",
+        )
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Final
 
 from celery import Task
@@ -10,7 +11,7 @@ from celery.exceptions import Ignore
 
 from ttsfarm.celeryconf import TASK_NAME
 from ttsfarm.errors import Cancelled, PermanentError, TransientError
-from ttsfarm.jobs import JobRequest
+from ttsfarm.jobs import SUBMITTED_AT, JobRequest
 from worker.app import app, resources
 from worker.engine import EngineOutOfMemory
 from worker.jobs import best_effort, run_job
@@ -26,16 +27,23 @@ MAX_RETRIES: Final = 4
 def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
     job_id = str(message.get("job_id") or self.request.id)
     registry = resources.registry
+    started, outcome, audio_seconds = time.monotonic(), "failed", 0.0
+    if resources.metrics is not None:
+        submitted = message.get(SUBMITTED_AT) if self.request.retries == 0 else None
+        resources.metrics.job_started(time.time() - submitted if submitted else None)
     try:
         request = JobRequest.from_dict(message)
         result = run_job(request, resources.synthesizer, resources.storage, registry)
+        outcome, audio_seconds = "succeeded", result.duration
     except Cancelled:
+        outcome = "cancelled"
         registry.cancelled(job_id)
         log.info("job %s cancelled", job_id)
         raise Ignore() from None
     except TransientError as error:
         if self.request.retries < MAX_RETRIES:
             best_effort(registry.note_retry, job_id, str(error))  # the retry matters, not the note
+            outcome = "retried"
             raise self.retry(
                 exc=error, countdown=resources.settings.retry_backoff_seconds * 2**self.request.retries
             ) from None
@@ -55,6 +63,9 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         log.exception("job %s failed", job_id)
         registry.failed(job_id, f"internal error: {type(error).__name__}: {error}")
         raise
+    finally:
+        if resources.metrics is not None:
+            resources.metrics.job_ended(outcome, time.monotonic() - started, audio_seconds)
     # What Celery logs and Flower shows; the full result (with every segment's text and timing)
     # is in the job record and beside the audio.
     return {"job_id": job_id, "location": result.location, "duration": round(result.duration, 3)}
