@@ -24,6 +24,9 @@ from ttsfarm.errors import PermanentError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
+MAX_RETRIES: Final = 6
+"""Retries of a job after a transient error, waiting ``retry_backoff_seconds`` (2 s) then 4, 8,
+16, 32, 64 s: about two minutes in all, so a storage or broker outage of a minute costs no job."""
 PUBLISH_RETRIES: Final = 2
 """Publishing retries when the broker is down, before the producer reports it (no hang)."""
 BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3

@@ -32,8 +32,10 @@ READ_TIMEOUT_SECONDS: Final = 60
 BOTO_RETRIES: Final = 4
 """boto3's own retries (standard mode, with backoff) before an error reaches the task."""
 PERMANENT_CODES: Final = frozenset(
-    {"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
 )
+"""Refusals no retry fixes. ``NoSuchBucket`` is not one: a store that restarts (MinIO, a new
+volume) answers before its buckets are back, and jobs retry through it (``worker/tasks.py``)."""
 
 
 class StorageRejected(PermanentError):

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import Any
 
 from celery import Task
-from celery.exceptions import Ignore
+from celery.exceptions import Ignore, Reject
 
-from ttsfarm.celeryconf import TASK_NAME
+from ttsfarm.celeryconf import MAX_RETRIES, TASK_NAME
 from ttsfarm.errors import Cancelled, PermanentError, TransientError
 from ttsfarm.jobs import SUBMITTED_AT, JobRequest
 from worker.app import app, resources
 from worker.engine import EngineOutOfMemory
-from worker.jobs import best_effort, run_job
+from worker.jobs import best_effort, run_job, until_recorded
 
 log = logging.getLogger(__name__)
-
-MAX_RETRIES: Final = 4
-"""Retries after a transient error, waiting retry_backoff_seconds (2 s) then 4, 8, 16 s."""
-
 
 # ``throws``: Celery logs a permanent error as expected (one INFO line, no traceback), not as a crash.
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, throws=(PermanentError,))  # type: ignore[untyped-decorator]
@@ -37,31 +33,38 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         outcome, audio_seconds = "succeeded", result.duration
     except Cancelled:
         outcome = "cancelled"
-        registry.cancelled(job_id)
+        until_recorded(registry.cancelled, job_id)
         log.info("job %s cancelled", job_id)
         raise Ignore() from None
     except TransientError as error:
         if self.request.retries < MAX_RETRIES:
             best_effort(registry.note_retry, job_id, str(error))  # the retry matters, not the note
             outcome = "retried"
-            raise self.retry(
-                exc=error, countdown=resources.settings.retry_backoff_seconds * 2**self.request.retries
-            ) from None
-        registry.failed(job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
+            try:
+                raise self.retry(
+                    exc=error, countdown=resources.settings.retry_backoff_seconds * 2**self.request.retries
+                ) from None
+            except Reject as rejected:  # the retry could not be queued (broker down): Celery would
+                # drop this message; it goes back to the queue instead, or comes back after the
+                # visibility timeout if even that cannot reach the broker
+                log.warning("job %s: its retry could not be queued (%s): handing it back", job_id, error)
+                raise Reject(rejected.reason, requeue=True) from None
+        until_recorded(registry.failed, job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
         raise
     except PermanentError as error:  # bad input: the job's error says what to change
         log.warning("job %s failed: %s", job_id, error)
-        registry.failed(job_id, str(error))
+        until_recorded(registry.failed, job_id, str(error))
         raise
     except EngineOutOfMemory as error:  # after halving, single items and splitting: no retry helps
-        registry.failed(
+        until_recorded(
+            registry.failed,
             job_id,
             f"out of memory on one segment even after splitting it ({error}): lower TTSFARM_MAX_PHONEME_IDS",
         )
         raise
     except Exception as error:
         log.exception("job %s failed", job_id)
-        registry.failed(job_id, f"internal error: {type(error).__name__}: {error}")
+        until_recorded(registry.failed, job_id, f"internal error: {type(error).__name__}: {error}")
         raise
     finally:
         if resources.metrics is not None:
