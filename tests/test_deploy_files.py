@@ -160,8 +160,19 @@ def test_workers_stop_gracefully(services: dict[str, dict[str, Any]]) -> None:
         service = services[name]
         assert service.get("stop_signal", "SIGTERM") == "SIGTERM"
         assert durations(service["stop_grace_period"]) >= MIN_WORKER_GRACE_SECONDS, name
+        settings = Settings.load(environ={k: str(v) for k, v in service["environment"].items()})
+        # Docker kills the worker only after its own grace has run out and its jobs went back.
+        assert durations(service["stop_grace_period"]) >= settings.stop_grace_seconds + 30, name
         assert service["init"] is True and service["restart"] == "unless-stopped"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_each_worker_of_a_host_serves_metrics_on_its_own_port(services: dict[str, dict[str, Any]]) -> None:
+    ports = [
+        Settings.load(environ={k: str(v) for k, v in services[name]["environment"].items()}).metrics_port
+        for name in worker_names(services)
+    ]
+    assert all(ports) and len(set(ports)) == len(ports)
 
 
 def test_every_long_running_service_has_a_health_check_and_restarts(

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from ttsfarm.errors import BrokerUnavailable, Cancelled
+from ttsfarm.errors import BrokerUnavailable, Cancelled, WorkerStopping
 from ttsfarm.jobs import JobRequest, JobResult, audio_key, result_key
 from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import Storage
@@ -46,12 +46,17 @@ class _Throttle:
 
 
 def run_job(
-    request: JobRequest, synthesizer: Synthesizer, storage: Storage, registry: JobRegistry
+    request: JobRequest,
+    synthesizer: Synthesizer,
+    storage: Storage,
+    registry: JobRegistry,
+    stopping: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Synthesize ``request`` into storage, keeping the registry up to date.
 
-    Raises :class:`Cancelled` when the job was cancelled, and lets permanent and transient
-    errors through for the caller to record or retry.
+    Raises :class:`Cancelled` when the job was cancelled, :class:`WorkerStopping` (before any
+    audio is stored) once ``stopping()`` is true, and lets permanent and transient errors
+    through for the caller to record or retry.
     """
     job_id = request.job_id
     recorded = registry.status(job_id)  # one read: the state, the attempts, a cancel request
@@ -88,6 +93,8 @@ def run_job(
 
     def cancelled() -> bool:  # one Redis read per half second at most, not one per segment
         nonlocal cancel_seen
+        if stopping is not None and stopping():
+            raise WorkerStopping("the worker is stopping: the job goes back to the queue")
         if not cancel_seen and cancel_throttle.due():
             cancel_seen = bool(best_effort(registry.cancel_requested, job_id))
         return cancel_seen
@@ -110,9 +117,7 @@ def best_effort(write: Callable[..., T], *args: Any) -> T | None:
         return None
 
 
-def until_recorded(
-    write: Callable[..., T], *args: Any, patience: float = FINAL_STATE_PATIENCE_SECONDS
-) -> T:
+def until_recorded(write: Callable[..., T], *args: Any, patience: float = FINAL_STATE_PATIENCE_SECONDS) -> T:
     """A registry write that must land (a job's final state): while Redis cannot be reached it is
     tried again, backing off up to a few seconds, for at most ``patience`` seconds."""
     deadline = time.monotonic() + patience

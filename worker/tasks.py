@@ -10,13 +10,14 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 
 from ttsfarm.celeryconf import MAX_RETRIES, TASK_NAME
-from ttsfarm.errors import Cancelled, PermanentError, TransientError
+from ttsfarm.errors import Cancelled, PermanentError, TransientError, WorkerStopping
 from ttsfarm.jobs import SUBMITTED_AT, JobRequest
 from worker.app import app, resources
 from worker.engine import EngineOutOfMemory
 from worker.jobs import best_effort, run_job, until_recorded
 
 log = logging.getLogger(__name__)
+
 
 # ``throws``: Celery logs a permanent error as expected (one INFO line, no traceback), not as a crash.
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, throws=(PermanentError,))  # type: ignore[untyped-decorator]
@@ -29,13 +30,20 @@ def synthesize(self: Task, message: dict[str, Any]) -> dict[str, Any]:
         resources.metrics.job_started(time.time() - submitted if submitted else None)
     try:
         request = JobRequest.from_dict(message)
-        result = run_job(request, resources.synthesizer, resources.storage, registry)
+        result = run_job(
+            request, resources.synthesizer, resources.storage, registry, resources.stopping.is_set
+        )
         outcome, audio_seconds = "succeeded", result.duration
     except Cancelled:
         outcome = "cancelled"
         until_recorded(registry.cancelled, job_id)
         log.info("job %s cancelled", job_id)
         raise Ignore() from None
+    except WorkerStopping as error:  # the stop's grace ran out: another worker runs it from the start
+        outcome = "retried"
+        best_effort(registry.note_retry, job_id, str(error))
+        log.warning("job %s: handed back to the queue (the worker is stopping)", job_id)
+        raise Reject(error, requeue=True) from None
     except TransientError as error:
         if self.request.retries < MAX_RETRIES:
             best_effort(registry.note_retry, job_id, str(error))  # the retry matters, not the note

@@ -120,3 +120,28 @@ def test_retries_outlast_a_minute_of_outage() -> None:
     """The default backoff (2 s, doubling) spans two minutes before a job fails."""
     waits = [Settings().retry_backoff_seconds * 2**n for n in range(MAX_RETRIES)]
     assert sum(waits) >= 120
+
+
+def test_a_job_longer_than_the_visibility_timeout_runs_once(
+    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+) -> None:
+    """Each worker renews the messages of its running jobs: a 2 s visibility timeout and a job
+    of many seconds, with a second worker waiting for anything handed out again."""
+    queue = f"lease-{uuid.uuid4().hex[:6]}"
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_VISIBILITY_TIMEOUT_SECONDS="2")
+    workers = [WorkerProcess(env, tmp_path / f"{n}.log", f"lease-{n}", concurrency=1) for n in range(2)]
+    try:
+        with Client(redis_url, settings=client.settings.replace(queue=queue)) as leased:
+            job_id = leased.submit(EXAMPLE[:1500])
+            result = leased.wait(job_id, timeout=180)
+            status = leased.status(job_id)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert status.submitted_at and status.finished_at
+    took = status.finished_at - status.submitted_at
+    assert took > 3 * 2, f"the job ran {took:.1f} s: too short to outlive the visibility timeout"
+    assert status.attempts == 1
+    ran = [w for w in workers if f"{job_id}] received" in w.log_path.read_text()]
+    assert len(ran) == 1, "handed to both workers"
+    assert result.duration > 60
