@@ -27,6 +27,7 @@ from ttsfarm.celeryconf import make_celery
 from ttsfarm.registry import JobRegistry
 from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage
+from worker.health import PROBE_TIMEOUT_SECONDS, EngineHealth
 from worker.leases import Leases
 from worker.local import build_synthesizer
 from worker.metrics import WorkerMetrics, start_metrics
@@ -54,6 +55,7 @@ class WorkerResources:
         self._leases: Leases | None = None
         self.stopping = threading.Event()
         """Set once a stop's grace ran out: running jobs go back to the queue."""
+        self.health: EngineHealth | None = None
         self.metrics: WorkerMetrics | None = None
         """Set once the synthesizer is built, unless ``metrics_port`` is 0."""
 
@@ -79,11 +81,13 @@ class WorkerResources:
                     self._synthesizer.frontend.processes,
                     engine.warmup_seconds,
                 )
+                self.health = EngineHealth(self._synthesizer, self.settings.voice)
                 self.metrics = start_metrics(
                     self._synthesizer,
                     self.settings.metrics_port,
                     self.settings.metrics_address,
                     self.settings.gpu,
+                    self._queue_length,
                 )
             return self._synthesizer
 
@@ -93,6 +97,10 @@ class WorkerResources:
             if self._storage is None:
                 self._storage = open_storage(self.settings, create_bucket=True)
             return self._storage
+
+    def _queue_length(self) -> int:
+        with app.connection_for_read() as connection:
+            return int(connection.default_channel.client.llen(self.settings.queue))
 
     def close(self) -> None:
         """Finish the engine runs in progress and stop the engine's threads and text processes:
@@ -150,6 +158,14 @@ def ttsfarm_stats(state: Any) -> dict[str, Any]:
         "padding_ratio": round(stats.padding_ratio, 4),
         "busy_seconds": round(stats.busy_seconds, 3),
     }
+
+
+@inspect_command(args=[("timeout", float)])  # type: ignore[untyped-decorator]
+def ttsfarm_health(state: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """``ttsfarm-healthcheck worker NAME``: ok if the engine ran a batch lately or runs one now."""
+    resources.synthesizer  # noqa: B018 - built (and with it the health probe) if it was not yet
+    assert resources.health is not None
+    return resources.health.check(timeout)
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -41,6 +41,8 @@ PADDING_BUCKETS: Final = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 RTF_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 """Real-time factor: job wall time over audio time; a GPU worker under load is near 0.01."""
 FINAL_STATES: Final = ("succeeded", "failed", "cancelled")
+QueueLength = Callable[[], int]
+"""Reads how many messages wait in the worker's queue (one ``LLEN`` on the broker)."""
 
 
 class WorkerMetrics:
@@ -118,10 +120,12 @@ class WorkerMetrics:
         self.padding.observe(1.0 - sum(lengths) / padded if padded else 0.0)
         self.engine_seconds.observe(seconds)
 
-    def watch(self, synthesizer: Synthesizer, gpu_memory: GpuMemory | None) -> None:
+    def watch(
+        self, synthesizer: Synthesizer, gpu_memory: GpuMemory | None, queue_length: QueueLength | None = None
+    ) -> None:
         """Report the synthesizer's batches, and read its device and text pool at each scrape."""
         synthesizer.batcher.observe(self.batch_ran)
-        self.registry.register(_WorkerCollector(synthesizer, gpu_memory))
+        self.registry.register(_WorkerCollector(synthesizer, gpu_memory, queue_length))
 
     def serve(self, port: int, address: str) -> None:
         """Serve ``/metrics`` from a daemon thread; a port in use is one clear error."""
@@ -165,9 +169,12 @@ def nvml_index(cuda_device: int, visible: str | None) -> int:
 class _WorkerCollector(Collector):
     """What a scrape reads from the worker as it is: its device, GPU memory, text-pool restarts."""
 
-    def __init__(self, synthesizer: Synthesizer, gpu_memory: GpuMemory | None) -> None:
+    def __init__(
+        self, synthesizer: Synthesizer, gpu_memory: GpuMemory | None, queue_length: QueueLength | None
+    ) -> None:
         self._synthesizer = synthesizer
         self._gpu_memory = gpu_memory
+        self._queue_length = queue_length
 
     def collect(self) -> Iterable[Metric]:
         engines = list(self._synthesizer.batcher.engines.values())
@@ -192,7 +199,22 @@ class _WorkerCollector(Collector):
         )
         restarts.add_metric([], self._synthesizer.frontend.restarts)
         yield restarts
+        yield from self._queue()
         yield from self._gpu()
+
+    def _queue(self) -> Iterable[Metric]:
+        if self._queue_length is None:
+            return
+        try:
+            length = self._queue_length()
+        except Exception as error:  # the broker down: the scrape still answers, without this
+            log.warning("cannot read the queue length: %s", error)
+            return
+        gauge = GaugeMetricFamily(
+            "ttsfarm_queue_length", "Jobs waiting in the worker's queue (not yet taken by any worker)."
+        )
+        gauge.add_metric([], length)
+        yield gauge
 
     def _gpu(self) -> Iterable[Metric]:
         if self._gpu_memory is None:
@@ -213,14 +235,18 @@ class _WorkerCollector(Collector):
 
 
 def start_metrics(
-    synthesizer: Synthesizer, port: int, address: str, cuda_device: int
+    synthesizer: Synthesizer,
+    port: int,
+    address: str,
+    cuda_device: int,
+    queue_length: QueueLength | None = None,
 ) -> WorkerMetrics | None:
     """Serve this worker's metrics, or None when ``port`` is 0 (turned off)."""
     if port == 0:
         return None
     metrics = WorkerMetrics()
     on_gpu = any(engine.on_gpu for engine in synthesizer.batcher.engines.values())
-    metrics.watch(synthesizer, _gpu_memory(cuda_device) if on_gpu else None)
+    metrics.watch(synthesizer, _gpu_memory(cuda_device) if on_gpu else None, queue_length)
     metrics.serve(port, address)
     return metrics
 

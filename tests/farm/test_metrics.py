@@ -66,6 +66,7 @@ def test_metrics_of_a_real_worker_after_real_jobs(client: Client, worker: Worker
     }
     assert engine == {"CPUExecutionProvider": 1}
     assert value(after, "ttsfarm_text_pool_restarts_total") == 0
+    assert value(after, "ttsfarm_queue_length") == 0
     assert value(after, "process_resident_memory_bytes") > 100 * 2**20
     assert not any(name.startswith("ttsfarm_gpu_memory") for name, _ in after)  # only on CUDA
     assert all(math.isfinite(v) for v in after.values())
@@ -99,3 +100,10 @@ def test_invalid_input_is_what_a_busy_port_raises() -> None:
     first.serve(port, "127.0.0.1")
     with pytest.raises(InvalidInput, match="its own TTSFARM_METRICS_PORT"):
         WorkerMetrics().serve(port, "127.0.0.1")
+
+
+def test_flowers_own_metrics_are_open_even_with_basic_auth(flower: str) -> None:
+    """As docs/deploy.md says: Flower asks a login for its pages and API, not for /metrics."""
+    assert requests.get(f"{flower}/api/workers", timeout=10).status_code == 401
+    opened = requests.get(f"{flower}/metrics", timeout=10)
+    assert opened.status_code == 200 and "flower_" in opened.text
