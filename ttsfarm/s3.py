@@ -97,8 +97,15 @@ class S3Storage:
                 raise _translate(error, f"checking bucket {self.bucket}") from None
         except _ERRORS as error:
             raise _translate(error, f"checking bucket {self.bucket}") from None
+        region = self.client.meta.region_name
         try:
-            self.client.create_bucket(Bucket=self.bucket)
+            if region and region != "us-east-1":  # every other AWS region must be named
+                self.client.create_bucket(
+                    Bucket=self.bucket,
+                    CreateBucketConfiguration={"LocationConstraint": region},  # type: ignore[typeddict-item]
+                )
+            else:
+                self.client.create_bucket(Bucket=self.bucket)
         except _ERRORS as error:
             raise _translate(error, f"creating bucket {self.bucket}") from None
 

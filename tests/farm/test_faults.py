@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from producer import Client
-from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
 from ttsfarm.celeryconf import MAX_RETRIES
 from ttsfarm.settings import Settings
 
@@ -109,7 +109,9 @@ def test_a_bucket_not_there_yet_is_waited_for(
             wait_for(lambda: late.status(job_id).attempts >= 3, 60, "two failed attempts")
             assert "NoSuchBucket" in (late.status(job_id).error or "")
             s3.create_bucket(Bucket=bucket)
+            back = time.monotonic()
             result = late.wait(job_id, timeout=60)
+            print(f"stored {time.monotonic() - back:.1f} s after the bucket came back")
     finally:
         worker.stop()
     assert result.location == f"s3://{bucket}/a/{job_id}.wav"
@@ -145,3 +147,15 @@ def test_a_job_longer_than_the_visibility_timeout_runs_once(
     ran = [w for w in workers if f"{job_id}] received" in w.log_path.read_text()]
     assert len(ran) == 1, "handed to both workers"
     assert result.duration > 60
+
+
+def test_a_bucket_is_created_in_any_region(s3_endpoint: str, s3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Outside us-east-1, S3 wants the region named when a bucket is made (a worker with
+    TTSFARM_S3_CREATE_BUCKET in eu-west-1 failed before)."""
+    from ttsfarm.s3 import S3Storage, make_client
+
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    bucket = f"eu-{uuid.uuid4().hex[:8]}"
+    S3Storage(make_client(s3_endpoint, "eu-west-1"), bucket).ensure_bucket()
+    assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] == "eu-west-1"

@@ -39,6 +39,7 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace(
         status = c.status(job_id)
     assert (status.state, status.attempts) == ("succeeded", 1)
     assert exited < 120, "the worker waited for its job, not for the whole grace"
+    print(f"worker exited {exited:.1f} s after SIGTERM, its job finished")
 
 
 def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
@@ -61,6 +62,7 @@ def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
         status = c.status(job_id)
     assert status.state == "running" and "goes back to the queue" in (status.error or "")
     assert grace <= exited < grace + 30
+    print(f"worker exited {exited:.1f} s after SIGTERM (grace {grace} s), its job back in the queue")
     log = worker.log_path.read_text()
     assert f"job {job_id}: handed back to the queue" in log and "Traceback" not in log
     # Back in the queue now, for the next worker: not after the visibility timeout (an hour).
