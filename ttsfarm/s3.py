@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 import boto3
+import boto3.exceptions
 import botocore.config
 import botocore.exceptions
 
@@ -122,6 +123,9 @@ class S3Storage:
             head = self.client.head_object(Bucket=self.bucket, Key=object_key)
         except _ERRORS as error:
             raise _translate(error, what) from None
+        except boto3.exceptions.S3UploadFailedError as error:  # boto3 wraps the store's ClientError
+            cause = error.__context__
+            raise _translate(cause if isinstance(cause, Exception) else error, what) from None
         if head["ContentLength"] != source.stat().st_size or head["Metadata"].get(SHA256_METADATA) != sha256:
             self._delete(object_key)
             raise StorageUnavailable(f"{what}: the stored object does not match what was sent")
