@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Container health checks for the ttsfarm image (installed as ``ttsfarm-healthcheck``).
 
-    ttsfarm-healthcheck worker ttsfarm-gpu0   # that worker, on this host, answers a Celery ping
+    ttsfarm-healthcheck worker ttsfarm-gpu0   # that worker, on this host, can run a batch
     ttsfarm-healthcheck flower [PORT]         # Flower answers on /healthcheck (no login needed)
     ttsfarm-healthcheck gateway [PORT]        # the HTTP gateway answers on /healthz (no key needed)
 
 Exit status 0 is healthy, 1 is not (the reason goes to stderr, which ``docker inspect`` shows).
-The worker check imports neither onnxruntime nor the model: it only asks the broker.
+The worker check imports neither onnxruntime nor the model: it asks the worker, through the
+broker, whether its engine ran a batch in the last 30 s or can run a one-word batch now
+(``worker/health.py``). A worker whose consumer answers but whose engine cannot run fails it.
 """
 
 from __future__ import annotations
@@ -17,23 +19,37 @@ import urllib.request
 from typing import Final
 
 PING_TIMEOUT_SECONDS: Final = 5.0
+PROBE_TIMEOUT_SECONDS: Final = 10.0
+"""The worker's probe batch may take this long; the reply gets a few seconds more."""
 FLOWER_DEFAULT_PORT: Final = 5555
 GATEWAY_DEFAULT_PORT: Final = 8000
 
 
 def check_worker(name: str) -> str | None:
-    """None if the worker ``name@<this host>`` replies to a ping, else why not."""
+    """None if the worker ``name@<this host>`` says its engine runs, else why not."""
     from ttsfarm.celeryconf import make_celery
     from ttsfarm.settings import Settings
 
     node = name if "@" in name else f"{name}@{socket.gethostname()}"
     app = make_celery(Settings.load())
+    wait = PROBE_TIMEOUT_SECONDS + PING_TIMEOUT_SECONDS
     try:
-        replies = app.control.ping(destination=[node], timeout=PING_TIMEOUT_SECONDS)
+        replies = app.control.broadcast(
+            "ttsfarm_health",
+            arguments={"timeout": PROBE_TIMEOUT_SECONDS},
+            destination=[node],
+            reply=True,
+            timeout=wait,
+        )
     except Exception as error:  # any broker failure means unhealthy
         return f"broker unreachable: {error}"
-    if not any(node in reply for reply in replies):
-        return f"worker {node} did not answer a ping within {PING_TIMEOUT_SECONDS:.0f} s"
+    report = next((reply[node] for reply in replies if node in reply), None)
+    if report is None:
+        return f"worker {node} did not answer within {wait:.0f} s"
+    if not isinstance(report, dict):
+        return f"worker {node} answered {report!r}"
+    if not report.get("ok"):
+        return f"worker {node}: its engine cannot run: {report.get('error')}"
     return None
 
 

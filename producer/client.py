@@ -30,7 +30,7 @@ from ttsfarm.errors import (
     TtsfarmError,
 )
 from ttsfarm.files import sha256_file
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions, new_job_id
+from ttsfarm.jobs import SUBMITTED_AT, JobRequest, JobResult, SynthesisOptions, new_job_id
 from ttsfarm.registry import JobRegistry, JobStatus
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
@@ -135,7 +135,7 @@ class Client:
                     sending = job_id
                     self._app.send_task(
                         TASK_NAME,
-                        args=[request.to_dict()],
+                        args=[{**request.to_dict(), SUBMITTED_AT: time.time()}],
                         argsrepr=request.summary(),  # what Flower shows instead of the whole text
                         kwargsrepr="{}",
                         task_id=job_id,

@@ -32,6 +32,13 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 SETTING_VARIABLES = {ENV_PREFIX + f.name.upper() for f in fields(Settings)} | {f"{ENV_PREFIX}CONFIG"}
 REFERENCE = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 MIN_WORKER_GRACE_SECONDS = 5 * 60
+SECRETS = {
+    "REDIS_PASSWORD": "test-secret",
+    "MINIO_ROOT_PASSWORD": "test-secret",
+    "AWS_SECRET_ACCESS_KEY": "test-secret",
+    "FLOWER_BASIC_AUTH": "ops:test-secret",
+}
+"""Filled in by hand in a real .env: the example leaves every secret empty."""
 
 
 def env_example() -> dict[str, str]:
@@ -82,7 +89,7 @@ def raw() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def services(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    resolved = interpolate(raw["services"], env_example())
+    resolved = interpolate(raw["services"], {**env_example(), **SECRETS})
     assert isinstance(resolved, dict)
     return resolved
 
@@ -108,27 +115,37 @@ def test_env_example_defines_every_variable_compose_reads() -> None:
 
 
 def test_an_empty_endpoint_means_aws(raw: dict[str, Any]) -> None:
-    worker = interpolate(raw["services"], {**env_example(), "TTSFARM_S3_ENDPOINT_URL": ""})["worker-gpu0"]
+    worker = interpolate(raw["services"], {**env_example(), **SECRETS, "TTSFARM_S3_ENDPOINT_URL": ""})[
+        "worker-gpu0"
+    ]
     environment = {key: str(value) for key, value in worker["environment"].items()}
     assert Settings.load(environ=environment).s3_endpoint_url is None
 
 
 def test_required_variables_are_required(raw: dict[str, Any]) -> None:
-    example = env_example()
-    for name in ("REDIS_PASSWORD", "AWS_SECRET_ACCESS_KEY", "FLOWER_BASIC_AUTH", "MINIO_ROOT_PASSWORD"):
+    example = {**env_example(), **SECRETS}
+    for name in ("REDIS_PASSWORD", "FLOWER_BASIC_AUTH", "MINIO_ROOT_PASSWORD"):
         with pytest.raises(KeyError, match=name):
             interpolate(raw["services"], {k: v for k, v in example.items() if k != name})
+        with pytest.raises(KeyError, match=name):  # the example's empty placeholder does not pass
+            interpolate(raw["services"], {**example, name: ""})
+
+
+def test_aws_keys_may_be_empty_for_an_instance_profile(raw: dict[str, Any]) -> None:
+    env = {**env_example(), **SECRETS, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    worker = interpolate(raw["services"], env)["worker-gpu0"]["environment"]
+    assert worker["AWS_ACCESS_KEY_ID"] == "" and worker["AWS_SECRET_ACCESS_KEY"] == ""
 
 
 @pytest.mark.parametrize("name", ["worker-gpu0", "worker-cpu", "flower", "producer", "gateway"])
 def test_each_service_environment_loads_as_settings(services: dict[str, dict[str, Any]], name: str) -> None:
     environment = {key: str(value) for key, value in services[name]["environment"].items()}
     settings = Settings.load(environ=environment, config_path=None)
-    assert settings.broker_url == "redis://:change-me@127.0.0.1:6379/0"
+    assert settings.broker_url == "redis://:test-secret@127.0.0.1:6379/0"
     if name != "flower":
         assert settings.storage_url.startswith("s3://")
         assert settings.s3_endpoint_url == "http://127.0.0.1:9000"
-        assert environment["AWS_ACCESS_KEY_ID"] and environment["AWS_SECRET_ACCESS_KEY"]
+        assert "AWS_ACCESS_KEY_ID" in environment and "AWS_SECRET_ACCESS_KEY" in environment
     if name.startswith("worker-"):
         assert settings.s3_create_bucket is True
         assert settings.visibility_timeout_seconds >= MIN_WORKER_GRACE_SECONDS
@@ -160,8 +177,19 @@ def test_workers_stop_gracefully(services: dict[str, dict[str, Any]]) -> None:
         service = services[name]
         assert service.get("stop_signal", "SIGTERM") == "SIGTERM"
         assert durations(service["stop_grace_period"]) >= MIN_WORKER_GRACE_SECONDS, name
+        settings = Settings.load(environ={k: str(v) for k, v in service["environment"].items()})
+        # Docker kills the worker only after its own grace has run out and its jobs went back.
+        assert durations(service["stop_grace_period"]) >= settings.stop_grace_seconds + 30, name
         assert service["init"] is True and service["restart"] == "unless-stopped"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_each_worker_of_a_host_serves_metrics_on_its_own_port(services: dict[str, dict[str, Any]]) -> None:
+    ports = [
+        Settings.load(environ={k: str(v) for k, v in services[name]["environment"].items()}).metrics_port
+        for name in worker_names(services)
+    ]
+    assert all(ports) and len(set(ports)) == len(ports)
 
 
 def test_every_long_running_service_has_a_health_check_and_restarts(

@@ -5,10 +5,11 @@ Each setting below is deliberate:
 - JSON only, never pickle: messages and results are plain data anyone can read.
 - Late acknowledgement + reject on worker lost: a job is removed from the queue only after
   it finished; if the worker dies mid-job the message goes back to the queue.
-- Visibility timeout (Redis): an unacknowledged message is handed out again after this long,
-  so it must exceed the longest job. Jobs are bounded by ``MAX_TEXT_CHARS`` (about 3 hours of
-  speech); the default, six hours, is ``Settings.visibility_timeout_seconds``. This is also how
-  the job of a worker killed outright (power loss, SIGKILL) comes back: after the timeout.
+- Visibility timeout (Redis): an unacknowledged message is handed out again after this long.
+  A worker renews the messages it holds every quarter of it (``worker/leases.py``), so a live
+  worker's job is never handed out twice however long it runs; the timeout (default 15 minutes,
+  ``Settings.visibility_timeout_seconds``) is how soon the job of a worker killed outright
+  (power loss, SIGKILL, a frozen host) comes back.
 - Prefetch multiplier 1: a worker running N jobs at a time holds at most N messages, enough
   to keep its batches full without hoarding work another worker could start.
 - Events on (task sent/started/succeeded...), so Flower shows every job and its runtime.
@@ -24,6 +25,9 @@ from ttsfarm.errors import PermanentError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
+MAX_RETRIES: Final = 6
+"""Retries of a job after a transient error, waiting ``retry_backoff_seconds`` (2 s) then 4, 8,
+16, 32, 64 s: about two minutes in all, so a storage or broker outage of a minute costs no job."""
 PUBLISH_RETRIES: Final = 2
 """Publishing retries when the broker is down, before the producer reports it (no hang)."""
 BROKER_CONNECT_TIMEOUT_SECONDS: Final = 3

@@ -11,7 +11,8 @@
     └── TransientError           may succeed on retry (broker blip, storage throttling)
         ├── BrokerUnavailable    the broker cannot be reached
         ├── StorageUnavailable   the storage backend failed or cannot be reached
-        └── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
+        ├── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
+        └── WorkerStopping       the worker is stopping: the job goes back to the queue
 
 Programmer errors stay built-in (``ValueError``, ``TypeError``).
 Every message is written for the user: it says what went wrong and what to change.
@@ -68,3 +69,7 @@ class StorageUnavailable(TransientError):
 class InvalidAudio(TransientError):
     """The engine returned audio with samples that are not finite numbers. Nothing of it is
     stored; the job is retried (its segments then meet other batches)."""
+
+
+class WorkerStopping(TransientError):
+    """The worker was told to stop and its grace ran out: the job goes back to the queue."""

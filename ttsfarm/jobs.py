@@ -94,6 +94,10 @@ def check_options(options: SynthesisOptions) -> None:
             raise InvalidInput(f"{label} must be between {low:g} and {high:g} ({hint}), not {value!r}")
 
 
+SUBMITTED_AT: Final = "submitted_at"
+"""Message field: the producer's clock (epoch seconds) when it queued the job, for queue-wait metrics."""
+
+
 def new_job_id() -> str:
     """A fresh, unique job id."""
     return uuid.uuid4().hex

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 import boto3
+import boto3.exceptions
 import botocore.config
 import botocore.exceptions
 
@@ -32,8 +33,10 @@ READ_TIMEOUT_SECONDS: Final = 60
 BOTO_RETRIES: Final = 4
 """boto3's own retries (standard mode, with backoff) before an error reaches the task."""
 PERMANENT_CODES: Final = frozenset(
-    {"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
 )
+"""Refusals no retry fixes. ``NoSuchBucket`` is not one: a store that restarts (MinIO, a new
+volume) answers before its buckets are back, and jobs retry through it (``worker/tasks.py``)."""
 
 
 class StorageRejected(PermanentError):
@@ -95,8 +98,15 @@ class S3Storage:
                 raise _translate(error, f"checking bucket {self.bucket}") from None
         except _ERRORS as error:
             raise _translate(error, f"checking bucket {self.bucket}") from None
+        region = self.client.meta.region_name
         try:
-            self.client.create_bucket(Bucket=self.bucket)
+            if region and region != "us-east-1":  # every other AWS region must be named
+                self.client.create_bucket(
+                    Bucket=self.bucket,
+                    CreateBucketConfiguration={"LocationConstraint": region},  # type: ignore[typeddict-item]
+                )
+            else:
+                self.client.create_bucket(Bucket=self.bucket)
         except _ERRORS as error:
             raise _translate(error, f"creating bucket {self.bucket}") from None
 
@@ -113,6 +123,9 @@ class S3Storage:
             head = self.client.head_object(Bucket=self.bucket, Key=object_key)
         except _ERRORS as error:
             raise _translate(error, what) from None
+        except boto3.exceptions.S3UploadFailedError as error:  # boto3 wraps the store's ClientError
+            cause = error.__context__
+            raise _translate(cause if isinstance(cause, Exception) else error, what) from None
         if head["ContentLength"] != source.stat().st_size or head["Metadata"].get(SHA256_METADATA) != sha256:
             self._delete(object_key)
             raise StorageUnavailable(f"{what}: the stored object does not match what was sent")

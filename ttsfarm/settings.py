@@ -82,9 +82,13 @@ class Settings:
     (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
     and 16 on a CPU."""
     queue: str = "ttsfarm"
-    visibility_timeout_seconds: int = 6 * 3600
-    """Redis hands an unacknowledged job to another worker after this long: keep it above
-    the longest job (see ``ttsfarm/celeryconf.py``)."""
+    visibility_timeout_seconds: int = 15 * 60
+    """Redis hands an unacknowledged job to another worker after this long. A live worker renews
+    the messages of its running jobs (``worker/leases.py``), so this bounds only how soon the
+    jobs of a worker that vanished (killed, frozen, cut off) come back, not how long a job runs."""
+    stop_grace_seconds: float = 300.0
+    """On SIGTERM a worker takes no new jobs and lets running ones finish for this long; then
+    they stop and go back to the queue at once. Keep Docker's stop grace period above it."""
     retry_backoff_seconds: float = 2.0
     """First retry of a job after a transient error waits this long; each next one twice as long."""
     temp_dir: str | None = None
@@ -106,6 +110,11 @@ class Settings:
     """``GET /v1/jobs/{id}/audio`` answers with a redirect to a presigned S3 URL instead of
     streaming the audio through the gateway (S3 storage only; its endpoint must be reachable
     by the gateway's clients)."""
+    metrics_port: int = 9808
+    """A farm worker serves Prometheus metrics at ``/metrics`` on this port; 0 turns them off.
+    Two workers on one host (host networking) need two ports."""
+    metrics_address: str = "0.0.0.0"
+    """The address the metrics server listens on (``127.0.0.1`` keeps it to this host)."""
 
     @property
     def farm_mode(self) -> bool:

@@ -51,6 +51,8 @@ NOT_A_VOICE_ERRORS: Final = (
 onnxruntime), a graph onnxruntime rejects, or one without a Piper voice's parts (``worker.graph``)."""
 
 BatchKey = tuple[str, Scales]
+BatchObserver = Callable[[Sequence[int], float], None]
+"""Told each engine run's item lengths (phoneme ids) and wall seconds."""
 
 
 @dataclass
@@ -142,6 +144,7 @@ class Batcher:
         self._pending: list[_Pending] = []
         self._cond = threading.Condition()
         self._closed = False
+        self._observers: list[BatchObserver] = []
         self._threads = [
             threading.Thread(target=self._loop, name=f"ttsfarm-batcher-{n}", daemon=True)
             for n in range(runners)
@@ -154,6 +157,10 @@ class Batcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def observe(self, observer: BatchObserver) -> None:
+        """Call ``observer(lengths, seconds)`` after each engine run that succeeded (metrics)."""
+        self._observers.append(observer)
 
     @property
     def engines(self) -> dict[str, VoiceEngine]:
@@ -275,8 +282,10 @@ class Batcher:
         voice, scales = batch[0].voice, batch[0].key[1]
         try:
             engine = self.engine(voice)
+            started = time.perf_counter()
             with self._busy:
                 waves = engine.run([p.item for p in batch], scales)
+            seconds = time.perf_counter() - started
         except EngineOutOfMemory:
             self._after_out_of_memory(batch, halvings)
             return
@@ -288,11 +297,14 @@ class Batcher:
                 log.exception("synthesis failed for one segment")
                 batch[0].future.set_exception(error)
             return
+        lengths = [len(p.item.phoneme_ids) for p in batch]
         with self._stats_lock:
-            self.stats.record([len(p.item.phoneme_ids) for p in batch])
+            self.stats.record(lengths)
         log.debug("batch of %d on %s", len(batch), engine.provider)
         for pending, wave in zip(batch, waves, strict=True):
             pending.future.set_result(wave)
+        for observer in self._observers:
+            observer(lengths, seconds)
 
     def _after_out_of_memory(self, batch: list[_Pending], halvings: int) -> None:
         if len(batch) > 1:

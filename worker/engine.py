@@ -32,6 +32,7 @@ from worker.sessions import (
     check_device,
     gpu_present,
     providers_for,
+    run_options,
     session_options,
     share_gpu_arena,
     wants_cuda,
@@ -250,6 +251,7 @@ class Engine:
         self._fp32_buckets: set[Bucket | None] = set()
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
+        self._run_options = run_options(use_cuda)
         self._session_options = session_options(
             options.cpu_threads, self._shared_arena, options.profile_prefix
         )
@@ -345,7 +347,7 @@ class Engine:
         feeds = padded_feeds([item], 1, len(item.phoneme_ids), scales, "sid" in self._input_names)
         try:
             with self._run_slots:
-                (audio,) = self._plain().run(["output"], feeds)
+                (audio,) = self._plain().run(["output"], feeds, self._run_options)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
@@ -459,7 +461,7 @@ class Engine:
 
     def _execute_now(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if not (self.options.io_binding and self.on_gpu):
-            return list(session.run(["output", self._edited_models().durations], feeds))
+            return list(session.run(["output", self._edited_models().durations], feeds, self._run_options))
         binding = session.io_binding()
         for name, value in feeds.items():
             binding.bind_cpu_input(name, value)

@@ -82,6 +82,8 @@ class TextFrontend:
         self._segmenters: dict[str, Segmenter] = {}
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
+        self.restarts = 0
+        """Times a text process died and the pool was replaced."""
         if processes:
             self._pool = _new_pool(processes)
 
@@ -122,6 +124,7 @@ class TextFrontend:
                 log.error("a text process died: starting a new pool of %d", self.processes)
                 broken.shutdown(wait=False, cancel_futures=True)
                 self._pool = _new_pool(self.processes)
+                self.restarts += 1
 
     def _pooled(self, pool: ProcessPoolExecutor, voice: Voice, paragraphs: list[str]) -> Iterator[Segment]:
         pending: deque[Future[list[Segment]]] = deque()

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from ttsfarm.errors import BrokerUnavailable, Cancelled
+from ttsfarm.errors import BrokerUnavailable, Cancelled, WorkerStopping
 from ttsfarm.jobs import JobRequest, JobResult, audio_key, result_key
 from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import Storage
@@ -24,6 +24,11 @@ T = TypeVar("T")
 
 PROGRESS_INTERVAL_SECONDS: Final = 0.5
 """Least time between two progress writes of one job, and between two looks for a cancel."""
+FINAL_STATE_PATIENCE_SECONDS: Final = 600.0
+"""How long a job's final state (succeeded, failed, cancelled) is written again while Redis is
+down. Its audio is stored by then: one worker thread waiting is cheaper than a record that says
+``running`` for good, or a retry message that cannot be queued either."""
+FINAL_STATE_RETRY_MAX_SECONDS: Final = 5.0
 
 
 class _Throttle:
@@ -41,12 +46,17 @@ class _Throttle:
 
 
 def run_job(
-    request: JobRequest, synthesizer: Synthesizer, storage: Storage, registry: JobRegistry
+    request: JobRequest,
+    synthesizer: Synthesizer,
+    storage: Storage,
+    registry: JobRegistry,
+    stopping: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Synthesize ``request`` into storage, keeping the registry up to date.
 
-    Raises :class:`Cancelled` when the job was cancelled, and lets permanent and transient
-    errors through for the caller to record or retry.
+    Raises :class:`Cancelled` when the job was cancelled, :class:`WorkerStopping` (before any
+    audio is stored) once ``stopping()`` is true, and lets permanent and transient errors
+    through for the caller to record or retry.
     """
     job_id = request.job_id
     recorded = registry.status(job_id)  # one read: the state, the attempts, a cancel request
@@ -63,7 +73,7 @@ def run_job(
     if finished is not None:  # stored, but the worker died before recording it
         result = JobResult.from_dict(json.loads(finished))
         log.info("job %s was already done: returning its stored result", job_id)
-        registry.succeeded(job_id, result)
+        until_recorded(registry.succeeded, job_id, result)
         return result
     progress_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS)
     cancel_throttle = _Throttle(PROGRESS_INTERVAL_SECONDS, checked_now=True)  # just read above
@@ -83,6 +93,8 @@ def run_job(
 
     def cancelled() -> bool:  # one Redis read per half second at most, not one per segment
         nonlocal cancel_seen
+        if stopping is not None and stopping():
+            raise WorkerStopping("the worker is stopping: the job goes back to the queue")
         if not cancel_seen and cancel_throttle.due():
             cancel_seen = bool(best_effort(registry.cancel_requested, job_id))
         return cancel_seen
@@ -91,7 +103,7 @@ def run_job(
         request, storage, audio_key(job_id, request.format), on_progress, cancelled
     )
     storage.put_bytes(json.dumps(result.to_dict()).encode(), result_key(job_id), "application/json")
-    registry.succeeded(job_id, result)
+    until_recorded(registry.succeeded, job_id, result)
     return result
 
 
@@ -103,3 +115,19 @@ def best_effort(write: Callable[..., T], *args: Any) -> T | None:
     except BrokerUnavailable as error:
         log.warning("job registry unreachable (%s): going on without it", error)
         return None
+
+
+def until_recorded(write: Callable[..., T], *args: Any, patience: float = FINAL_STATE_PATIENCE_SECONDS) -> T:
+    """A registry write that must land (a job's final state): while Redis cannot be reached it is
+    tried again, backing off up to a few seconds, for at most ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    delay = PROGRESS_INTERVAL_SECONDS
+    while True:
+        try:
+            return write(*args)
+        except BrokerUnavailable as error:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("job registry unreachable (%s): recording %s again in %.1f s", error, args[0], delay)
+            time.sleep(delay)
+            delay = min(delay * 2, FINAL_STATE_RETRY_MAX_SECONDS)

@@ -97,6 +97,7 @@ def farm_env(redis_url: str, s3_endpoint: str, **extra: str) -> dict[str, str]:
         # and the host side of a GPU worker: runner threads and a process pool segmenting text
         TTSFARM_BATCH_RUNNERS="2",
         TTSFARM_TEXT_PROCESSES="1",
+        TTSFARM_METRICS_PORT="0",  # a test that scrapes gives its worker a free port
     )
     env.update(extra)
     return env
@@ -107,6 +108,8 @@ class WorkerProcess:
 
     def __init__(self, env: dict[str, str], log_path: Path, name: str, concurrency: int = 8) -> None:
         self.log_path = log_path
+        port = int(env.get("TTSFARM_METRICS_PORT", "0"))
+        self.metrics_url = f"http://127.0.0.1:{port}/metrics" if port else None
         self._log = log_path.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ttsfarm", "worker", "-c", str(concurrency), "-n", f"{name}@%h"],
@@ -137,7 +140,9 @@ def worker(
     redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WorkerProcess]:
     process = WorkerProcess(
-        farm_env(redis_url, s3_endpoint), tmp_path_factory.mktemp("worker") / "worker.log", "test-cpu"
+        farm_env(redis_url, s3_endpoint, TTSFARM_METRICS_PORT=str(free_port())),
+        tmp_path_factory.mktemp("worker") / "worker.log",
+        "test-cpu",
     )
     yield process
     process.stop()

@@ -309,9 +309,9 @@ def test_storage_down_is_retried_then_failed(
     try:
         with Client(redis_url, settings=client.settings.replace(queue="no-storage")) as c:
             job_id = c.submit("This will not be stored.")
-            with pytest.raises(JobFailed, match=r"storage unreachable during .*gave up after 4 retries"):
+            with pytest.raises(JobFailed, match=r"storage unreachable during .*gave up after 6 retries"):
                 c.wait(job_id, timeout=120)
-            assert c.status(job_id).attempts == 5
+            assert c.status(job_id).attempts == 7
     finally:
         broken.stop()
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")

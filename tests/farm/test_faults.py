@@ -1,0 +1,161 @@
+"""Faults injected into a real farm: Redis restarted under running jobs, a bucket that is not back
+yet, a job longer than the visibility timeout. Each test states the fault, injects it, and checks
+that no job is lost, duplicated or left stuck."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from producer import Client
+from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from ttsfarm.celeryconf import MAX_RETRIES
+from ttsfarm.settings import Settings
+
+EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
+
+
+def stored(s3, key: str) -> bool:  # type: ignore[no-untyped-def]
+    return "Contents" in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{key}")
+
+
+class RedisServer:
+    """A redis-server of this test's own, persistent (append-only file), that it can stop."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = folder, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                *("redis-server", "--bind", "127.0.0.1", "--port", str(self.port)),
+                *("--dir", str(self.folder), "--appendonly", "yes", "--save", ""),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for(self.up, 10, "redis-server to start")
+
+    def up(self) -> bool:
+        try:
+            return bool(redis.Redis(port=self.port).ping())
+        except redis.exceptions.ConnectionError:
+            return False
+
+    def crash(self) -> None:
+        """Stop at once, without a final save (what the append-only file has survives)."""
+        with contextlib.suppress(redis.exceptions.ConnectionError):  # it closes the connection
+            redis.Redis(port=self.port).shutdown(nosave=True)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    yield server
+    server.stop()
+
+
+def test_jobs_running_when_redis_restarts_finish(
+    own_redis: RedisServer, s3_endpoint: str, s3, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    env = farm_env(own_redis.url, s3_endpoint)
+    worker = WorkerProcess(env, tmp_path / "worker.log", "restart", concurrency=2)
+    try:
+        with Client.from_env(Settings(broker_url=own_redis.url)) as client:
+            ids = client.submit_many([EXAMPLE[:900], EXAMPLE[900:1800]])
+            wait_for(lambda: all(client.status(i).state == "running" for i in ids), 60, "both jobs to run")
+            own_redis.crash()
+            # Both finish while Redis is down: their audio and result reach S3, their state cannot.
+            wait_for(lambda: all(stored(s3, f"{i}.json") for i in ids), 120, "both jobs to store audio")
+            own_redis.start()
+            back = time.monotonic()
+            results = [client.wait(job_id, timeout=120) for job_id in ids]
+            recovered = time.monotonic() - back
+            for job_id, result in zip(ids, results, strict=True):
+                head = s3.head_object(Bucket=BUCKET, Key=f"{PREFIX}/{job_id}.wav")
+                assert head["ContentLength"] == result.size
+                status = client.status(job_id)
+                assert (status.state, status.attempts) == ("succeeded", 1)
+            print(f"both jobs recorded {recovered:.1f} s after Redis came back")
+    finally:
+        worker.stop()
+
+
+def test_a_bucket_not_there_yet_is_waited_for(
+    redis_url: str, s3_endpoint: str, s3, client: Client, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """S3 is back but the bucket is not (a restarted store, a volume being restored): retried."""
+    bucket = f"late-{uuid.uuid4().hex[:8]}"
+    env = farm_env(
+        redis_url, s3_endpoint, TTSFARM_QUEUE="late-bucket", TTSFARM_STORAGE_URL=f"s3://{bucket}/a"
+    )
+    worker = WorkerProcess(env, tmp_path / "late.log", "late-bucket", concurrency=1)
+    try:
+        with Client(redis_url, settings=client.settings.replace(queue="late-bucket")) as late:
+            job_id = late.submit("Stored once the bucket is back.")
+            wait_for(lambda: late.status(job_id).attempts >= 3, 60, "two failed attempts")
+            assert "NoSuchBucket" in (late.status(job_id).error or "")
+            s3.create_bucket(Bucket=bucket)
+            back = time.monotonic()
+            result = late.wait(job_id, timeout=60)
+            print(f"stored {time.monotonic() - back:.1f} s after the bucket came back")
+    finally:
+        worker.stop()
+    assert result.location == f"s3://{bucket}/a/{job_id}.wav"
+    assert s3.head_object(Bucket=bucket, Key=f"a/{job_id}.wav")["ContentLength"] == result.size
+
+
+def test_retries_outlast_a_minute_of_outage() -> None:
+    """The default backoff (2 s, doubling) spans two minutes before a job fails."""
+    waits = [Settings().retry_backoff_seconds * 2**n for n in range(MAX_RETRIES)]
+    assert sum(waits) >= 120
+
+
+def test_a_job_longer_than_the_visibility_timeout_runs_once(
+    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+) -> None:
+    """Each worker renews the messages of its running jobs: a 2 s visibility timeout and a job
+    of many seconds, with a second worker waiting for anything handed out again."""
+    queue = f"lease-{uuid.uuid4().hex[:6]}"
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_VISIBILITY_TIMEOUT_SECONDS="2")
+    workers = [WorkerProcess(env, tmp_path / f"{n}.log", f"lease-{n}", concurrency=1) for n in range(2)]
+    try:
+        with Client(redis_url, settings=client.settings.replace(queue=queue)) as leased:
+            job_id = leased.submit(EXAMPLE[:1500])
+            result = leased.wait(job_id, timeout=180)
+            status = leased.status(job_id)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert status.submitted_at and status.finished_at
+    took = status.finished_at - status.submitted_at
+    assert took > 3 * 2, f"the job ran {took:.1f} s: too short to outlive the visibility timeout"
+    assert status.attempts == 1
+    ran = [w for w in workers if f"{job_id}] received" in w.log_path.read_text()]
+    assert len(ran) == 1, "handed to both workers"
+    assert result.duration > 60
+
+
+def test_a_bucket_is_created_in_any_region(s3_endpoint: str, s3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Outside us-east-1, S3 wants the region named when a bucket is made (a worker with
+    TTSFARM_S3_CREATE_BUCKET in eu-west-1 failed before)."""
+    from ttsfarm.s3 import S3Storage, make_client
+
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    bucket = f"eu-{uuid.uuid4().hex[:8]}"
+    S3Storage(make_client(s3_endpoint, "eu-west-1"), bucket).ensure_bucket()
+    assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] == "eu-west-1"
