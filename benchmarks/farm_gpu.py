@@ -78,6 +78,7 @@ def start_worker(
 ) -> tuple[subprocess.Popen[bytes], float]:
     started = time.monotonic()
     where = ["--cpu", "--hostname", f"ttsfarm-cpu{gpu}@%h"] if smoke else ["--gpu", str(gpu)]
+    env = {"TTSFARM_METRICS_PORT": "0", **env}  # workers of one host would share the default port
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "ttsfarm", "worker", *where], env=env, stdout=log, stderr=log
