@@ -92,6 +92,17 @@ def start_worker(
     raise RuntimeError("worker did not become ready")
 
 
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    """Stop worker processes (SIGTERM, then SIGKILL after a minute)."""
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
 def wait_all(client: Client, ids: list[str], timeout: float = 3600.0, poll: float = POLL) -> list[JobStatus]:
     """Every job's final status (polling only those still open), in the order of ``ids``."""
     done: dict[str, JobStatus] = {}
@@ -178,13 +189,7 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
             timed["engine_busy"] = round(busy / args.gpus / timed["wall_s"], 3) if timed["wall_s"] else None
         client.close()
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            try:
-                worker.wait(60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_workers(workers)
         redis.Redis(port=port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
     log_tail = (folder / f"worker-{label}-0.log").read_text(errors="replace").splitlines()

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import psutil
 import redis
-from farm_gpu import job_texts, start_redis, start_worker, wait_all
+from farm_gpu import job_texts, start_redis, start_worker, stop_workers, wait_all
 
 from producer import Client
 from producer.client import JobSpec
@@ -110,13 +109,7 @@ def measure(workers: int, args: argparse.Namespace, folder: Path) -> dict[str, A
         timed["ready_s"] = round(max(seconds for _, seconds in started), 1)
         client.close()
     finally:
-        for worker, _ in started:
-            worker.terminate()
-        for worker, _ in started:
-            try:
-                worker.wait(60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_workers([worker for worker, _ in started])
         redis.Redis(port=args.port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
     return timed

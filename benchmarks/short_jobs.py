@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import redis
-from farm_gpu import PROSE, start_redis, start_worker, wait_all
+from farm_gpu import PROSE, start_redis, start_worker, stop_workers, wait_all
 
 from producer import Client
 from producer.client import JobSpec
@@ -183,11 +183,7 @@ def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, A
         loop = open_loop(client, rate, args.seconds, args.timeout)
         client.close()
     finally:
-        worker.terminate()
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_workers([worker])
         redis.Redis(port=args.port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
     return {"ready_s": round(ready_s, 1), "burst": capacity, "open_loop": loop}
