@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
-from typing import Final
+from typing import Any, Final
 
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.farm import Farm
 from ttsfarm.jobs import CONTENT_TYPES, JobResult, audio_key
+
+AUDIO_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    200: {"content": {kind: {} for kind in sorted(set(CONTENT_TYPES.values()))}}
+}
+"""The OpenAPI description of a route that answers with audio: one media type per format."""
 
 REDIRECT_STATUS: Final = 307
 

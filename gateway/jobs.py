@@ -7,7 +7,7 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Header, Path, Response
 
-from gateway.audio import audio_response
+from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import ApiError, redact
 from gateway.farm import Farm
@@ -88,7 +88,7 @@ def job_status(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
     "/{job_id}/audio",
     response_class=Response,
     responses={
-        200: {"content": {"audio/mpeg": {}, "audio/wav": {}, "audio/flac": {}, "audio/ogg": {}}},
+        **AUDIO_RESPONSES,
         307: {"description": "Redirect to a presigned URL (with gateway_audio_redirect)"},
         409: {"description": "The job has no audio (yet)"},
     },

@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import error_body
+from ttsfarm.jobs import MAX_TEXT_CHARS
 from ttsfarm.registry import KEY_PREFIX, connect, reach
 
 WINDOW_SECONDS: Final = 60
@@ -49,7 +50,7 @@ class BodyTooLarge(HTTPException):
         super().__init__(
             413,
             f"the request body is over {max_bytes:,} bytes: send less "
-            "(a job takes at most 200,000 characters of text)",
+            f"(a job takes at most {MAX_TEXT_CHARS:,} characters of text)",
         )
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ttsfarm.jobs import DEFAULT_FORMAT
+from ttsfarm.jobs import DEFAULT_FORMAT, MAX_TEXT_CHARS
 from ttsfarm.registry import JobStatus
 
 
@@ -15,7 +15,7 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description="The text, at most 200,000 characters.")
+    text: str = Field(description=f"The text, at most {MAX_TEXT_CHARS:,} characters.")
     voice: str | None = Field(None, description="A voice name from GET /v1/voices; unset: the default.")
     speaker: int | None = Field(None, description="Speaker id of a multi-speaker voice.")
     length_scale: float | None = Field(None, description="Speaking rate: above 1 slower, below 1 faster.")

@@ -14,11 +14,12 @@ import anyio
 from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
-from gateway.audio import audio_response
+from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import ApiError
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
 from producer.client import WaitTimeout
+from ttsfarm.jobs import AUDIO_FORMATS
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")
 """Model names the speech endpoint takes; all speak with the farm's voices alike."""
@@ -40,7 +41,6 @@ OPENAI_VOICES: Final = frozenset(
     }
 )
 """OpenAI's voice names: clients send them by default, so they speak with the farm's default voice."""
-FORMATS: Final = {"mp3": "mp3", "wav": "wav", "flac": "flac", "ogg": "ogg"}
 """OpenAI's response formats the farm encodes (ogg is ttsfarm's own, Vorbis)."""
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -56,8 +56,8 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
             f"stream_format {body.stream_format!r} is not supported: leave it out, or send 'audio'",
             "unsupported_stream",
         )
-    audio_format = FORMATS.get(body.response_format)
-    if audio_format is None:
+    audio_format = body.response_format
+    if audio_format not in AUDIO_FORMATS:
         raise ApiError(
             400,
             f"response_format {body.response_format!r} is not supported: use mp3, wav or flac (or ogg)",
@@ -79,7 +79,7 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
     "/audio/speech",
     response_class=Response,
     responses={
-        200: {"content": {"audio/mpeg": {}, "audio/wav": {}, "audio/flac": {}, "audio/ogg": {}}},
+        **AUDIO_RESPONSES,
         413: {"description": "Input over the speech limit: use POST /v1/jobs"},
         503: {"description": "Too many speech requests waiting, or the farm is unreachable"},
         504: {"description": "The job did not finish in time; the message names it"},
