@@ -19,7 +19,6 @@ import urllib.request
 from typing import Final
 
 PING_TIMEOUT_SECONDS: Final = 5.0
-PROBE_TIMEOUT_SECONDS: Final = 10.0
 """The worker's probe batch may take this long; the reply gets a few seconds more."""
 FLOWER_DEFAULT_PORT: Final = 5555
 GATEWAY_DEFAULT_PORT: Final = 8000
@@ -28,7 +27,7 @@ GATEWAY_DEFAULT_PORT: Final = 8000
 def check_worker(name: str) -> str | None:
     """None if the worker ``name@<this host>`` says its engine runs, else why not."""
     from ttsfarm.celeryconf import make_celery
-    from ttsfarm.settings import Settings
+    from ttsfarm.settings import PROBE_TIMEOUT_SECONDS, Settings
 
     node = name if "@" in name else f"{name}@{socket.gethostname()}"
     app = make_celery(Settings.load())

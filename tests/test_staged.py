@@ -353,8 +353,6 @@ def test_an_unknown_engine_setting_is_refused() -> None:
 
 
 def test_auto_takes_the_single_engine_until_staged_is_asked_for() -> None:
-    assert wants_staged("staged", on_gpu=False, max_batch=1)
-    assert not wants_staged("single", on_gpu=True, max_batch=32)
-    assert not wants_staged("auto", on_gpu=False, max_batch=32)
-    assert not wants_staged("auto", on_gpu=True, max_batch=8)
-    assert not wants_staged("auto", on_gpu=True, max_batch=32)  # opt-in until its NaN is found
+    assert wants_staged("staged")
+    assert not wants_staged("single")
+    assert not wants_staged("auto")  # opt-in until a GPU farm run passes again

@@ -21,6 +21,11 @@ DEFAULT_CONFIG_PATH: Final = Path("configs") / "ttsfarm.toml"
 NO_BROKER_MESSAGE: Final = "no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
 
 
+PROBE_TIMEOUT_SECONDS: Final = 10.0
+"""How long a worker's health probe batch may take (it waits behind queued batches) before the
+health check fails: the worker (``worker/health.py``) and ``docker/healthcheck.py`` both use it."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything ttsfarm reads from its environment."""

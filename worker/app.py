@@ -25,9 +25,9 @@ from celery.worker.control import inspect_command
 
 from ttsfarm.celeryconf import make_celery
 from ttsfarm.registry import JobRegistry
-from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.storage import Storage, open_storage
-from worker.health import PROBE_TIMEOUT_SECONDS, EngineHealth
+from worker.health import EngineHealth
 from worker.leases import Leases
 from worker.local import build_synthesizer
 from worker.metrics import WorkerMetrics, start_metrics

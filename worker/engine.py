@@ -318,6 +318,8 @@ class Engine:
         return (bucket.rows if self.buckets else rows) * bucket.frames
 
     def _edited_models(self) -> EditedModels:
+        if self._edited is not None:  # built once; every batch asks, so no lock after that
+            return self._edited
         with self._edit_lock:
             if self._edited is None:
                 self._edited = edit_model(self.voice, self.buckets, self.precision == "fp16")
@@ -326,6 +328,8 @@ class Engine:
     def _plain(self) -> ort.InferenceSession:
         """The voice's own graph, unedited, for one item at a time without buckets: its output
         is then exactly the item's length, and loading it needs neither onnx nor an edit."""
+        if self._plain_session is not None:  # built once; every CPU segment asks, so no lock after that
+            return self._plain_session
         with self._edit_lock:
             if self._plain_session is None:
                 started = time.perf_counter()

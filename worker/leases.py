@@ -18,6 +18,8 @@ from typing import Final
 import redis
 from kombu.transport.redis import Channel
 
+from ttsfarm.registry import connect
+
 log = logging.getLogger(__name__)
 
 RENEWALS_PER_TIMEOUT: Final = 4
@@ -32,7 +34,7 @@ class Leases:
 
     def __init__(self, broker_url: str, visibility_timeout: float) -> None:
         self.interval = min(MAX_RENEW_INTERVAL_SECONDS, max(0.2, visibility_timeout / RENEWALS_PER_TIMEOUT))
-        self._redis = redis.Redis.from_url(broker_url, socket_connect_timeout=3, socket_timeout=5)
+        self._redis = connect(broker_url)
         self._tags: dict[str, str] = {}
         """Delivery tags of the messages this worker holds, by task id."""
         self._lock = threading.Lock()

@@ -34,7 +34,7 @@ JOB_SECONDS_BUCKETS: Final = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 10800, 21600,
 )  # fmt: skip
 """Queue wait and job duration: a one-sentence job (a tenth of a second) up to the longest job
-a worker takes (about 3 hours) and the visibility timeout (6 hours)."""
+a worker takes (about 3 hours), with room above."""
 ENGINE_SECONDS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_SIZE_BUCKETS: Final = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
 PADDING_BUCKETS: Final = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
