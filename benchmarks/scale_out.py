@@ -40,7 +40,6 @@ from producer import Client
 from producer.client import JobSpec
 from ttsfarm.settings import Settings
 
-POLL = 0.2
 JOB_WORDS = 420
 
 

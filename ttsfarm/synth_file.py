@@ -16,10 +16,8 @@ import soundfile as sf
 
 from ttsfarm.files import atomic_target, sha256_file
 from ttsfarm.jobs import AUDIO_FORMATS, JobResult
-from ttsfarm.mastering import TARGET_LUFS, master
+from ttsfarm.mastering import master
 
-DEFAULT_SYNTH_LUFS: Final = TARGET_LUFS
-"""``ttsfarm synth`` normalises to the audiobook loudness unless told ``--loudness off``."""
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
 TITLE_WORDS: Final = 8
