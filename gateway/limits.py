@@ -27,11 +27,11 @@ class RateLimiter:
         self.url, self.per_minute = url, per_minute
         self._redis = connect(url)
 
-    def hit(self, name: str, now: float | None = None) -> int | None:
+    def hit(self, name: str) -> int | None:
         """Count one request of ``name``: ``None`` if allowed, else seconds until it may retry."""
         if self.per_minute <= 0:
             return None
-        now = time.time() if now is None else now
+        now = time.time()
         window = int(now // WINDOW_SECONDS)
         pipe = self._redis.pipeline()
         pipe.incr(f"{RATE_PREFIX}{name}:{window}")

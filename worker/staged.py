@@ -243,8 +243,7 @@ class StagedEngine:
         longest = max(len(item.phoneme_ids) for item in items)
         estimate = bucket_for(len(items), longest, scales.length_scale)
         if len(items) > 1 and row_bucket(len(items)) * estimate.frames > self.options.max_batch_frames:
-            middle = len(items) // 2
-            return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+            return self._in_halves(items, scales)
         try:
             started = time.perf_counter()
             with self._run_slots:
@@ -253,8 +252,7 @@ class StagedEngine:
             plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
             if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
                 self.frame_overflows += 1  # spoke longer than estimated: run it in halves
-                middle = len(items) // 2
-                return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+                return self._in_halves(items, scales)
             samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
             audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
         except Exception as error:  # onnxruntime raises its own untyped errors
@@ -262,6 +260,10 @@ class StagedEngine:
                 raise EngineOutOfMemory(str(error)) from error
             raise
         return [audio[row, : samples[row]].copy() for row in range(len(items))]
+
+    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        middle = len(items) // 2
+        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
 
     def end_profiling(self) -> list[str]:
         if not self.options.profile_prefix:
