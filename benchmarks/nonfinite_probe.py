@@ -1,6 +1,7 @@
 """Where the waveform stage (flow and decoder) first goes non-finite under a CUDA layout.
 
     python benchmarks/nonfinite_probe.py --out DIR [--rows 20 32]
+    python benchmarks/nonfinite_probe.py --out DIR --captured nhwc   # the engine itself, graphs on
     python benchmarks/nonfinite_probe.py --out DIR --smoke        # tiny, on the CPU
 
 Run 11 (docs/benchmarks.md) found that the NHWC waveform graphs give all-NaN audio on real
@@ -13,6 +14,14 @@ For a variant that goes non-finite, the fp16 graph is run again with every node'
 exposed, and the first nodes (in graph order) whose output is non-finite while their inputs
 are finite are printed, with the same nodes' largest magnitudes under NCHW beside them (fp16
 stops at 65,504). Results go to DIR/nonfinite_probe.json.
+
+``--captured LAYOUT`` instead runs the staged engine as a worker does (waveform graphs captured
+and replayed on the graph lane, that layout's CUDA options for every session) and counts the
+batches that come back with non-finite rows: the quality texts in one batch, first alone (one
+thread, several times), then the same batch among corpus batches run by 3 threads, as a GPU
+worker's runners call the engine; and the engine's speech audio seconds per second at batch 32
+with 3 threads. Run once per layout (each in its own process: the graph arenas are per
+process). Results go to DIR/captured-LAYOUT.json.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +40,7 @@ import onnx
 import onnxruntime as ort
 
 from ttsfarm.voices import resolve_voice
+from worker.bench import corpus_items
 from worker.engine import EngineItem, EngineOptions, Scales
 from worker.phonemes import Phonemizer
 from worker.precision import convert_to_fp16
@@ -139,22 +150,56 @@ def first_bad_nodes(
     return found
 
 
+def bad_rows(waves: list[np.ndarray]) -> int:
+    return sum(not np.isfinite(wave).all() for wave in waves)
+
+
+def captured(layout: str, items: list[EngineItem], out: Path, smoke: bool) -> None:
+    """The staged engine as a worker runs it, in ``layout``: batches with non-finite rows."""
+    import engine_v2  # this folder, beside this script
+
+    voice = resolve_voice("joe")
+    options = EngineOptions(
+        provider="cpu" if smoke else "cuda", cuda_options=LAYOUTS[layout], concurrent_runs=3
+    )
+    engine = StagedEngine(voice, options)
+    engine.prepare([32])
+    scales = engine.default_scales()
+    corpus = corpus_items(voice, engine_v2.CORPUS.read_text())
+    batches = engine_v2.grouped_batches(corpus, 32, 1 if smoke else 4)
+    found: dict[str, Any] = {"layout": layout, "provider": engine.provider}
+    found["alone"] = [bad_rows(engine.run(items, scales)) for _ in range(2 if smoke else 5)]
+    mixed = [items if index % 4 == 0 else batch for index, batch in enumerate(batches)]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda batch: bad_rows(engine.run(batch, scales)), mixed))
+    found["with 3 threads: batches"] = len(mixed)
+    found["with 3 threads: batches with non-finite rows"] = sum(1 for bad in results if bad)
+    found["with 3 threads: quality batch non-finite rows"] = [results[i] for i in range(0, len(mixed), 4)]
+    found["engine b32 t3"] = engine_v2.throughput(engine, batches, 3)
+    print(json.dumps(found, indent=1), flush=True)
+    (out / f"captured-{layout}.json").write_text(json.dumps(found, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rows", type=int, nargs="+", default=[20, 32])
+    parser.add_argument("--captured", choices=list(LAYOUTS), help="the engine with graphs, this layout")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     use_cuda = not args.smoke
     voice = resolve_voice("joe")
-    options = EngineOptions(provider="cuda" if use_cuda else "cpu", shape_buckets=False, warmup=False)
-    engine = StagedEngine(voice, options)
     phonemizer = Phonemizer(voice)
     texts = [line.strip() for line in (HERE / "quality_texts.txt").read_text().splitlines() if line.strip()]
     items = [EngineItem(phonemizer.ids(text)) for text in texts]
     if args.smoke:
         items, args.rows = items[:2], [2]
+    if args.captured:
+        captured(args.captured, items, args.out, args.smoke)
+        return
+    options = EngineOptions(provider="cuda" if use_cuda else "cpu", shape_buckets=False, warmup=False)
+    engine = StagedEngine(voice, options)
     models = {
         "fp16": convert_to_fp16(engine.stages.waveform, whole_graph=True),
         "fp32": engine.stages.waveform,
