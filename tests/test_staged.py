@@ -352,7 +352,9 @@ def test_an_unknown_engine_setting_is_refused() -> None:
     assert engine_options(Settings.load({"TTSFARM_ENGINE": "staged"})).provider == "auto"
 
 
-def test_auto_takes_the_single_engine_until_staged_is_asked_for() -> None:
-    assert wants_staged("staged")
-    assert not wants_staged("single")
-    assert not wants_staged("auto")  # opt-in until a GPU farm run passes again
+def test_auto_takes_the_staged_engine_on_a_gpu_with_large_batches() -> None:
+    assert wants_staged("auto", on_gpu=True, max_batch=32)
+    assert not wants_staged("auto", on_gpu=True, max_batch=8)
+    assert not wants_staged("auto", on_gpu=False, max_batch=32)
+    assert wants_staged("staged", on_gpu=False, max_batch=1)
+    assert not wants_staged("single", on_gpu=True, max_batch=32)

@@ -56,8 +56,9 @@ class Settings:
     precision: str = "auto"
     """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
     engine: str = "auto"
-    """``auto`` and ``single``: one session per shape bucket; ``staged``: engine v2 with CUDA
-    graphs, opt-in (``worker.engines.wants_staged`` says why)."""
+    """``staged``: engine v2, the voice in stages with CUDA graphs; ``single``: one session per
+    shape bucket; ``auto``: staged on a GPU for batches of 16 and more, else single
+    (``worker.engines.wants_staged``)."""
     shape_buckets: str = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     prewarm: bool | None = None

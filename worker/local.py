@@ -133,7 +133,7 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     kind = cast(EngineKind, settings.engine)
 
     def load_voice_engine(voice: Voice) -> VoiceEngine:
-        engine = load_engine(voice, options, kind)
+        engine = load_engine(voice, options, kind, policy.max_batch)
         if settings.prewarm and engine.on_gpu:
             engine.prepare([policy.max_batch])
         return engine
