@@ -22,6 +22,7 @@ import hmac
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -53,9 +54,9 @@ def _digest(secret: str) -> str:
 class KeyStore:
     """Adds, lists, revokes and checks the gateway's API keys."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tls: Mapping[str, str] | None = None) -> None:
         self.url = url
-        self._redis = connect(url)
+        self._redis = connect(url, tls)
 
     def add(self, name: str) -> str:
         """Make a key called ``name`` and return it; only its hash is kept."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Final
 
 from starlette.exceptions import HTTPException
@@ -23,9 +24,9 @@ class RateLimiter:
     A burst of up to twice the limit can straddle a minute's edge; that is the price of one
     command per request."""
 
-    def __init__(self, url: str, per_minute: int) -> None:
+    def __init__(self, url: str, per_minute: int, tls: Mapping[str, str] | None = None) -> None:
         self.url, self.per_minute = url, per_minute
-        self._redis = connect(url)
+        self._redis = connect(url, tls)
 
     def hit(self, name: str) -> int | None:
         """Count one request of ``name``: ``None`` if allowed, else seconds until it may retry."""

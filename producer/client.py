@@ -71,7 +71,7 @@ class Client:
             broker_url=broker_url, result_backend=result_backend or base.result_backend
         )
         self._app = make_celery(self.settings)
-        self._registry = JobRegistry(self.settings.backend_url or broker_url)
+        self._registry = JobRegistry(self.settings.backend_url or broker_url, self.settings.redis_tls())
         self._storage: Storage | None = None
 
     @classmethod

@@ -74,4 +74,7 @@ def make_celery(settings: Settings) -> Celery:
             "unacked_restore_throttle": 1,
         }
     )
+    if settings.broker_url.startswith("rediss://"):
+        # Without these kombu connects to rediss:// without checking the server's certificate.
+        app.conf.broker_use_ssl = settings.redis_tls()
     return app

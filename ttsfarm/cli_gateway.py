@@ -26,7 +26,8 @@ def _farm_settings(settings: Settings) -> Settings:
 def _keys(settings: Settings) -> KeyStore:
     from gateway.keys import KeyStore
 
-    return KeyStore(_farm_settings(settings).backend_url or "")
+    settings = _farm_settings(settings)
+    return KeyStore(settings.backend_url or "", settings.redis_tls())
 
 
 @main.command()

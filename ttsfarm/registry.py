@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -86,8 +86,10 @@ class JobStatus:
         return data
 
 
-def connect(url: str) -> redis.Redis:
-    """A client of the farm's Redis (job records, and the gateway's keys) with short timeouts."""
+def connect(url: str, tls: Mapping[str, str] | None = None) -> redis.Redis:
+    """A client of the farm's Redis (job records, and the gateway's keys) with short timeouts.
+    ``tls`` (``Settings.redis_tls()``) applies to ``rediss://`` URLs; without it the server's
+    certificate is checked against the system's trust store."""
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise InvalidInput(f"the result backend must be Redis (redis://...), not {url!r}")
     return redis.Redis.from_url(
@@ -95,6 +97,7 @@ def connect(url: str) -> redis.Redis:
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         socket_timeout=CONNECT_TIMEOUT_SECONDS * 3,
         decode_responses=True,
+        **(dict(tls or {}) if url.startswith("rediss://") else {}),
     )
 
 
@@ -112,9 +115,9 @@ class JobRegistry:
     """Reads and writes job records. Every method raises :class:`BrokerUnavailable` when
     Redis cannot be reached, quickly and with the URL in the message."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tls: Mapping[str, str] | None = None) -> None:
         self.url = url
-        self._redis = connect(url)
+        self._redis = connect(url, tls)
 
     def _key(self, job_id: str) -> str:
         return f"{KEY_PREFIX}job:{job_id}"

@@ -34,6 +34,13 @@ class Settings:
     """Celery broker, e.g. ``redis://127.0.0.1:6379/0``. Unset: jobs run in-process."""
     result_backend: str | None = None
     """Where job states and results are kept; defaults to the broker."""
+    redis_tls_ca_file: str | None = None
+    """PEM file of the CA that signed Redis's certificate, for ``rediss://`` URLs; unset means
+    the system's trust store. The server's certificate and host name are always checked."""
+    redis_tls_cert_file: str | None = None
+    """PEM client certificate, for a Redis that asks clients for one (``tls-auth-clients yes``)."""
+    redis_tls_key_file: str | None = None
+    """The private key of ``redis_tls_cert_file`` (unset: the key is in that file)."""
     storage_url: str = "ttsfarm-output"
     """``s3://bucket/prefix`` or a local folder for finished audio."""
     s3_endpoint_url: str | None = None
@@ -130,6 +137,22 @@ class Settings:
     def backend_url(self) -> str | None:
         return self.result_backend or self.broker_url
 
+    def redis_tls(self) -> dict[str, str]:
+        """The TLS options of a ``rediss://`` connection, as redis-py and kombu both take them."""
+        options = {"ssl_cert_reqs": "required"}
+        if self.redis_tls_key_file and not self.redis_tls_cert_file:
+            raise InvalidInput(
+                f"{ENV_PREFIX}REDIS_TLS_KEY_FILE is set without {ENV_PREFIX}REDIS_TLS_CERT_FILE: set both"
+            )
+        for name, option in _TLS_FILES.items():
+            path = getattr(self, name)
+            if path is None:
+                continue
+            if not Path(path).is_file():
+                raise InvalidInput(f"{ENV_PREFIX}{name.upper()}={path}: no such file")
+            options[option] = path
+        return options
+
     @classmethod
     def load(
         cls, environ: Mapping[str, str] | None = None, config_path: str | Path | None = None
@@ -153,6 +176,11 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+_TLS_FILES: Final = {
+    "redis_tls_ca_file": "ssl_ca_certs",
+    "redis_tls_cert_file": "ssl_certfile",
+    "redis_tls_key_file": "ssl_keyfile",
+}
 _TYPES: Final = {f.name: str(f.type) for f in fields(Settings)}
 
 

@@ -130,7 +130,9 @@ class WorkerResources:
         with self._lock:
             if self._leases is None:
                 self._leases = Leases(
-                    self.settings.broker_url or "", self.settings.visibility_timeout_seconds
+                    self.settings.broker_url or "",
+                    self.settings.visibility_timeout_seconds,
+                    self.settings.redis_tls(),
                 )
             return self._leases
 
@@ -138,7 +140,7 @@ class WorkerResources:
     def registry(self) -> JobRegistry:
         with self._lock:
             if self._registry is None:
-                self._registry = JobRegistry(self.settings.backend_url or "")
+                self._registry = JobRegistry(self.settings.backend_url or "", self.settings.redis_tls())
             return self._registry
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Final
 
 import redis
@@ -32,9 +33,11 @@ INDEX_KEY: Final[str] = Channel.unacked_index_key
 class Leases:
     """Renews the delivery time of the messages of the jobs running in this process."""
 
-    def __init__(self, broker_url: str, visibility_timeout: float) -> None:
+    def __init__(
+        self, broker_url: str, visibility_timeout: float, tls: Mapping[str, str] | None = None
+    ) -> None:
         self.interval = min(MAX_RENEW_INTERVAL_SECONDS, max(0.2, visibility_timeout / RENEWALS_PER_TIMEOUT))
-        self._redis = connect(broker_url)
+        self._redis = connect(broker_url, tls)
         self._tags: dict[str, str] = {}
         """Delivery tags of the messages this worker holds, by task id."""
         self._lock = threading.Lock()
