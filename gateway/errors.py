@@ -4,7 +4,7 @@ Every error body is ``{"error": {"message": ..., "type": ..., "code": ...}}``, t
 clients read, so their exceptions carry the message. Failures of the farm's Redis or storage
 answer 503 with a fixed sentence (their messages name hosts and may hold passwords; the gateway
 logs them instead), anything unexpected answers 500, and every message that does go out has any
-``user:password@`` taken out of its URLs.
+``user:password@`` taken out of its URLs. A full queue answers 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from producer.client import JobFailed, WaitTimeout
-from ttsfarm.errors import Cancelled, JobNotFound, PermanentError, TransientError, TtsfarmError
+from ttsfarm.errors import Cancelled, JobNotFound, PermanentError, QueueFull, TransientError, TtsfarmError
 
 log = logging.getLogger(__name__)
 
 UNAVAILABLE_MESSAGE: Final = "the farm's queue or storage cannot be reached just now: try again shortly"
 INTERNAL_MESSAGE: Final = "internal error: the gateway's log has the details"
+QUEUE_FULL_RETRY_SECONDS: Final = 30
+"""``Retry-After`` of a submit refused because the farm's queue is full."""
 _CREDENTIALS: Final = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 _TYPES: Final = {
     400: "invalid_request_error",
@@ -80,6 +82,8 @@ def _status_of(error: Exception) -> tuple[int, str, str | None]:
         return 500, str(error), "job_failed"
     if isinstance(error, PermanentError):
         return 400, str(error), None
+    if isinstance(error, QueueFull):
+        return 503, str(error), "queue_full"
     if isinstance(error, TransientError):
         log.warning("farm unavailable: %s", error)
         return 503, UNAVAILABLE_MESSAGE, "unavailable"
@@ -88,7 +92,10 @@ def _status_of(error: Exception) -> tuple[int, str, str | None]:
 
 async def _on_error(request: Request, error: Exception) -> JSONResponse:
     status, message, code = _status_of(error)
-    return error_response(status, message, code, getattr(error, "headers", None))
+    headers = getattr(error, "headers", None)
+    if isinstance(error, QueueFull):
+        headers = {"Retry-After": str(QUEUE_FULL_RETRY_SECONDS)}
+    return error_response(status, message, code, headers)
 
 
 async def _on_http(request: Request, error: Exception) -> JSONResponse:

@@ -25,7 +25,7 @@ ERRORS: Final[dict[int | str, dict[str, str]]] = {
     404: {"description": "Unknown job id"},
     413: {"description": "Body or text too large"},
     429: {"description": "Rate limit reached"},
-    503: {"description": "The farm's Redis or storage cannot be reached"},
+    503: {"description": "The farm's Redis or storage cannot be reached, or its queue is full (Retry-After)"},
 }
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)

@@ -81,7 +81,7 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
     responses={
         **AUDIO_RESPONSES,
         413: {"description": "Input over the speech limit: use POST /v1/jobs"},
-        503: {"description": "Too many speech requests waiting, or the farm is unreachable"},
+        503: {"description": "Too many speech requests waiting, the queue full, or the farm unreachable"},
         504: {"description": "The job did not finish in time; the message names it"},
     },
 )

@@ -19,13 +19,14 @@ from typing import Any, Final
 
 from kombu.exceptions import OperationalError
 
-from ttsfarm.celeryconf import TASK_NAME, make_celery
+from ttsfarm.celeryconf import TASK_NAME, make_celery, queued_jobs
 from ttsfarm.errors import (
     BrokerUnavailable,
     Cancelled,
     InvalidInput,
     JobNotFound,
     PermanentError,
+    QueueFull,
     StorageUnavailable,
     TtsfarmError,
 )
@@ -113,6 +114,7 @@ class Client:
         ids: list[str] = []
         sending: str | None = None
         try:
+            self._check_room(len(requests))
             with self._app.producer_or_acquire() as producer:
                 for request, key in zip(requests, keys, strict=True):
                     job_id = request.job_id
@@ -151,6 +153,22 @@ class Client:
             queued = f" ({len(ids)} of {len(requests)} jobs were queued: {', '.join(ids)})" if ids else ""
             raise BrokerUnavailable(message + queued) from None
         return ids
+
+    def _check_room(self, adding: int) -> None:
+        """:class:`QueueFull` if ``adding`` more jobs would take the queue past its limit. Checked
+        before anything is sent, so a refused call queues nothing; producers submitting at the
+        same moment may pass the limit by what they send together."""
+        limit = self.settings.max_queued_jobs
+        if limit <= 0:
+            return
+        queued = queued_jobs(self._app, self.settings.queue)
+        if queued + adding > limit:
+            what = f"{adding} more jobs" if adding > 1 else "another job"
+            raise QueueFull(
+                f"the farm's queue is full: {queued} jobs wait for a worker and it takes at most {limit}"
+                f" (TTSFARM_MAX_QUEUED_JOBS), so {what} cannot be queued now; nothing was queued:"
+                " submit again once workers have taken some, or add workers"
+            )
 
     def status(self, job_id: str) -> JobStatus:
         """The job's state now; ``unknown`` for an id that was never submitted (or expired)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from ttsfarm.errors import PermanentError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
@@ -37,6 +38,16 @@ PUBLISH_RETRY_INTERVALS: Final = {"interval_start": 0.2, "interval_step": 0.5, "
 RESTORE_SWEEP_SECONDS: Final = 10
 """How often a worker looks for jobs whose visibility timeout ran out (one cheap Redis query).
 A job of a worker that vanished comes back within visibility timeout + this."""
+
+
+def queued_jobs(app: Celery, queue: str) -> int:
+    """Jobs waiting in ``queue``, taken by no worker yet (the length of its Redis list).
+    :class:`kombu.exceptions.OperationalError` if the broker cannot be reached."""
+    with app.connection_for_read() as connection:
+        try:
+            return int(connection.default_channel.client.llen(queue))
+        except connection.connection_errors as error:
+            raise OperationalError(str(error)) from None
 
 
 def make_celery(settings: Settings) -> Celery:

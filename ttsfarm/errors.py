@@ -10,6 +10,7 @@
     │   └── DeviceUnavailable    a GPU was asked for and cannot be used
     └── TransientError           may succeed on retry (broker blip, storage throttling)
         ├── BrokerUnavailable    the broker cannot be reached
+        ├── QueueFull            the farm's queue holds as many jobs as it may: submit later
         ├── StorageUnavailable   the storage backend failed or cannot be reached
         ├── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
         └── WorkerStopping       the worker is stopping: the job goes back to the queue
@@ -60,6 +61,11 @@ class TransientError(TtsfarmError):
 
 class BrokerUnavailable(TransientError):
     """The message broker or result backend cannot be reached."""
+
+
+class QueueFull(TransientError):
+    """The farm's queue holds ``TTSFARM_MAX_QUEUED_JOBS`` jobs already: nothing of the request
+    was queued. Submit again once the workers have taken some, or add workers."""
 
 
 class StorageUnavailable(TransientError):

@@ -95,6 +95,12 @@ class Settings:
     (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
     and 16 on a CPU."""
     queue: str = "ttsfarm"
+    max_queued_jobs: int = 10_000
+    """Submits are refused (:class:`~ttsfarm.errors.QueueFull`) while the queue holds this many
+    jobs; 0 means no limit. Each queued job keeps its whole text in Redis (at most 200,000
+    characters, about 200 KB): 10,000 of the longest are about 2 GB, which a Redis sized for the
+    farm holds, and a producer stuck in a loop is stopped long before Redis runs out of memory
+    and takes the workers' queue down with it."""
     visibility_timeout_seconds: int = 15 * 60
     """Redis hands an unacknowledged job to another worker after this long. A live worker renews
     the messages of its running jobs (``worker/leases.py``), so this bounds only how soon the

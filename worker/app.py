@@ -23,7 +23,7 @@ from celery.signals import (
 )
 from celery.worker.control import inspect_command
 
-from ttsfarm.celeryconf import make_celery
+from ttsfarm.celeryconf import make_celery, queued_jobs
 from ttsfarm.registry import JobRegistry
 from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.storage import Storage, open_storage
@@ -103,8 +103,7 @@ class WorkerResources:
             return self._storage
 
     def _queue_length(self) -> int:
-        with app.connection_for_read() as connection:
-            return int(connection.default_channel.client.llen(self.settings.queue))
+        return queued_jobs(app, self.settings.queue)
 
     def close(self) -> None:
         """Finish the engine runs in progress and stop the engine's threads and text processes:
