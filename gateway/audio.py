@@ -8,7 +8,7 @@ from typing import Any, Final
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.farm import Farm
-from ttsfarm.jobs import CONTENT_TYPES, JobResult, audio_key
+from ttsfarm.jobs import CONTENT_TYPES, JobResult
 
 AUDIO_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     200: {"content": {kind: {} for kind in sorted(set(CONTENT_TYPES.values()))}}
@@ -21,9 +21,9 @@ REDIRECT_STATUS: Final = 307
 def audio_response(farm: Farm, result: JobResult, allow_redirect: bool = True) -> Response:
     """The audio of ``result``. With ``gateway_audio_redirect`` (and storage that can presign) a
     redirect, else the bytes streamed through this process. Storage is opened before the answer
-    starts, so a missing object is a 404, never a cut-off body."""
-    key = audio_key(result.job_id, result.format)
-    storage = farm.client.storage
+    starts, so a missing object is a 404, never a cut-off body. The audio is read from where
+    the job's worker stored it, whatever storage this gateway is configured with."""
+    storage, key = farm.client.audio(result)
     if allow_redirect and farm.settings.gateway_audio_redirect:
         url = storage.download_url(key)
         if url is not None:

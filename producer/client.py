@@ -11,6 +11,7 @@ Imports neither onnxruntime nor the worker's engine.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ class Client:
         self._app = make_celery(self.settings)
         self._registry = JobRegistry(self.settings.backend_url or broker_url, self.settings.redis_tls())
         self._storage: Storage | None = None
+        self._audio_storages: dict[str, Storage] = {}
+        self._audio_lock = threading.Lock()
 
     @classmethod
     def from_env(cls, settings: Settings | None = None) -> Client:
@@ -229,7 +232,14 @@ class Client:
             raise JobNotFound(f"unknown job id {job_id}")
         if status.result is None:
             raise PermanentError(f"job {job_id} is {status.state}: nothing to fetch yet")
-        return download(status.result, target, self.settings, overwrite)
+        return download(status.result, target, self.audio(status.result), overwrite)
+
+    def audio(self, result: JobResult) -> tuple[Storage, str]:
+        """The storage that holds a finished job's audio and its key there, from where the
+        job's worker put it (``result.location``), whatever this client's ``storage_url`` says.
+        Storages are made once per bucket or folder and shared by threads."""
+        with self._audio_lock:  # boto3 makes clients safely from one thread at a time
+            return storage_at(result.location, self.settings, self._audio_storages)
 
     def close(self) -> None:
         self._app.close()
@@ -241,9 +251,12 @@ class Client:
         self.close()
 
 
-def download(result: JobResult, target: str | Path, settings: Settings, overwrite: bool = False) -> JobResult:
-    """Copy a finished job's audio from where its result says it is to ``target`` and check it
-    against the job's SHA-256. An existing file is replaced only with ``overwrite``."""
+def download(
+    result: JobResult, target: str | Path, source: tuple[Storage, str], overwrite: bool = False
+) -> JobResult:
+    """Copy a finished job's audio from ``source`` (a storage and key: :meth:`Client.audio`, or
+    :func:`~ttsfarm.storage.storage_at` its location) to ``target`` and check it against the
+    job's SHA-256. An existing file is replaced only with ``overwrite``."""
     target = Path(target)
     if target.is_dir():
         raise InvalidInput(f"{target} is a folder: give a file name")
@@ -251,7 +264,7 @@ def download(result: JobResult, target: str | Path, settings: Settings, overwrit
         raise InvalidInput(
             f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
         )
-    storage, key = storage_at(result.location, settings)
+    storage, key = source
     storage.fetch(key, target)
     if sha256_file(target) != result.sha256:
         target.unlink(missing_ok=True)

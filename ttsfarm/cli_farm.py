@@ -194,8 +194,10 @@ def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
         result = _client(settings).fetch(job_id, output, overwrite=force)
     else:
         from producer.client import download
+        from ttsfarm.storage import storage_at
 
-        result = download(_local_result(settings, job_id), output, settings, overwrite=force)
+        local = _local_result(settings, job_id)
+        result = download(local, output, storage_at(local.location, settings), overwrite=force)
     click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
 
 

@@ -123,19 +123,28 @@ def read_chunks(handle: BinaryIO) -> Iterator[bytes]:
             yield chunk
 
 
-def storage_at(location: str, settings: Settings) -> tuple[Storage, str]:
+def storage_at(
+    location: str, settings: Settings, opened: dict[str, Storage] | None = None
+) -> tuple[Storage, str]:
     """The storage that holds ``location`` (where a job's result says its audio is), and the
     key there: a job is fetched from where its worker put it, whatever this side's
-    ``storage_url`` says. S3 credentials and endpoint come from ``settings``."""
+    ``storage_url`` says. S3 credentials and endpoint come from ``settings``. ``opened`` keeps
+    the storages made so far, one per bucket or folder, for the next call to reuse."""
+    opened = {} if opened is None else opened
     if location.startswith("s3://"):
         from ttsfarm.s3 import S3Storage, make_client, parse_s3_url
 
         bucket, key = parse_s3_url(location)
         key = key.rstrip("/")  # parse_s3_url reads a prefix; this is an object's key
-        client = make_client(settings.s3_endpoint_url, settings.s3_region)
-        return S3Storage(client, bucket, "", settings.presign_seconds), key
+        root = f"s3://{bucket}"
+        if root not in opened:
+            client = make_client(settings.s3_endpoint_url, settings.s3_region)
+            opened[root] = S3Storage(client, bucket, "", settings.presign_seconds)
+        return opened[root], key
     path = Path(location)
-    return LocalStorage(path.parent), path.name
+    if str(path.parent) not in opened:
+        opened[str(path.parent)] = LocalStorage(path.parent)
+    return opened[str(path.parent)], path.name
 
 
 def _copy_atomically(source: Path, target: Path) -> None:

@@ -322,3 +322,20 @@ def test_audio_redirects_to_a_presigned_url(
         assert location.startswith(s3_endpoint) and "X-Amz-Signature=" in location
         audio = httpx.get(location)  # no API key: the signature is the permission
         assert hashlib.sha256(audio.content).hexdigest() == job["result"]["sha256"]
+
+
+def test_audio_is_read_where_the_worker_stored_it(
+    redis_url: str, s3_endpoint: str, worker: WorkerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A gateway whose own storage is another than the workers' (a local folder here, S3 there)
+    still serves a job's audio: it follows the job's result, as ``ttsfarm fetch`` does."""
+    elsewhere = tmp_path_factory.mktemp("gateway-storage")
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_STORAGE_URL=str(elsewhere))
+    for process in start_gateway(tmp_path_factory, env):
+        headers = {"Authorization": f"Bearer {new_key(redis_url)}"}
+        with httpx.Client(base_url=process.url, headers=headers, timeout=30) as api:
+            job = wait_done(api, api.post("/v1/jobs", json={"text": SENTENCE}).json()["id"])
+            audio = api.get(f"/v1/jobs/{job['id']}/audio")
+    assert audio.status_code == 200, audio.text
+    assert hashlib.sha256(audio.content).hexdigest() == job["result"]["sha256"]
+    assert not any(elsewhere.iterdir())
