@@ -298,3 +298,48 @@ def test_http_health_checks(flower_like: int, service: str) -> None:
         closed = probe.getsockname()[1]
     assert healthcheck.main([service, str(closed)]) == 1
     assert healthcheck.main([]) == 2
+
+
+def size_bytes(text: str) -> int:
+    """Compose sizes such as ``512m``, ``16g``."""
+    found = re.fullmatch(r"(\d+)([kmg])b?", str(text).lower())
+    assert found, f"not a size: {text!r}"
+    return int(found[1]) * 1024 ** "kmg".index(found[2]) * 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "min_memory", "min_cpus"),
+    [
+        ("worker-gpu0", "8g", 6),  # docs/deploy.md, "Sizing a GPU host": about 6 cores busy per GPU
+        ("worker-cpu", "2g", 1),
+        ("redis", "3g", 1),  # the queue at TTSFARM_MAX_QUEUED_JOBS of the longest jobs is about 2 GB
+        ("minio", "1g", 1),
+        ("flower", "256m", 0.5),
+        ("gateway", "512m", 1),
+        ("producer", "256m", 0.5),
+    ],
+)
+def test_every_service_has_resource_limits(
+    services: dict[str, dict[str, Any]], name: str, min_memory: str, min_cpus: float
+) -> None:
+    service = services[name]
+    assert size_bytes(service["mem_limit"]) >= size_bytes(min_memory), name
+    assert float(service["cpus"]) >= min_cpus, name
+    # Service-level keys, which both `docker compose` and docker-compose 1.x apply without swarm.
+    assert "limits" not in service.get("deploy", {}).get("resources", {}), name
+
+
+def test_every_service_is_limited(services: dict[str, dict[str, Any]]) -> None:
+    assert [name for name, service in services.items() if not {"mem_limit", "cpus"} <= set(service)] == []
+
+
+def test_worker_temp_files_go_to_a_volume(raw: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
+    for name in worker_names(services):
+        service = services[name]
+        temp_dir = Settings.load(environ={k: str(v) for k, v in service["environment"].items()}).temp_dir
+        assert temp_dir, f"{name} sets no TTSFARM_TEMP_DIR"
+        mounts = dict(volume.split(":", 1)[::-1] for volume in service["volumes"])
+        assert temp_dir in mounts, f"{name}: nothing is mounted at {temp_dir}"
+        assert mounts[temp_dir] in raw["volumes"], f"{name}: {mounts[temp_dir]} is not a named volume"
+    # The image makes the folder, owned by its user, so that the fresh volume takes that owner.
+    assert f"install -d -o ttsfarm -g ttsfarm -m 0700 {temp_dir}" in DOCKERFILE.read_text()
