@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Builds the base image ttsfarm-base:bookworm from Debian packages alone, with no image registry:
 # debootstrap a minimal Debian bookworm with Python 3.11, apply its updates, then `docker import`.
+# The packages come from one snapshot of the Debian archive (snapshot.debian.org), so a base built
+# today and one built next year hold the same package versions; move DEBIAN_SNAPSHOT forward on
+# purpose to take Debian's later fixes.
 #
-#   sudo docker/build-base.sh                 # tag ttsfarm-base:bookworm
+#   sudo docker/build-base.sh                                   # the default snapshot below
+#   sudo DEBIAN_SNAPSHOT=20261201T000000Z docker/build-base.sh  # a later one
 #
 # Environment (all optional):
 #   BASE_IMAGE       tag to create (default ttsfarm-base:bookworm)
-#   DEBIAN_MIRROR    Debian mirror URL (default: debootstrap's own default mirror)
+#   DEBIAN_SNAPSHOT  the archive's state to build from, a snapshot.debian.org timestamp
+#                    (default below); empty: today's archive from DEBIAN_MIRROR (not reproducible)
+#   DEBIAN_MIRROR    Debian mirror URL when DEBIAN_SNAPSHOT is empty (default: debootstrap's own)
 #   EXTRA_CA_CERTS   space-separated PEM files added to the image's trust store, for networks
 #                    whose HTTPS goes through an inspecting proxy (pip in the image build needs them)
 # Needs root, debootstrap and a running Docker daemon.
@@ -14,6 +20,8 @@ set -euo pipefail
 
 SUITE=bookworm
 BASE_IMAGE=${BASE_IMAGE:-ttsfarm-base:bookworm}
+DEBIAN_SNAPSHOT=${DEBIAN_SNAPSHOT-20261125T000000Z}
+SNAPSHOT_ARCHIVE=https://snapshot.debian.org/archive
 PACKAGES=python3,python3-venv,python3-pip,ca-certificates
 
 [[ $(id -u) == 0 ]] || { echo "build-base.sh: run as root (debootstrap needs it)" >&2; exit 1; }
@@ -30,18 +38,34 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "debootstrap $SUITE into $rootfs" >&2
+if [[ -n $DEBIAN_SNAPSHOT ]]; then
+  [[ $DEBIAN_SNAPSHOT =~ ^[0-9]{8}T[0-9]{6}Z$ ]] \
+    || { echo "build-base.sh: DEBIAN_SNAPSHOT=$DEBIAN_SNAPSHOT is not a timestamp like 20261125T000000Z" >&2; exit 1; }
+  DEBIAN_MIRROR=$SNAPSHOT_ARCHIVE/debian/$DEBIAN_SNAPSHOT
+fi
+
+echo "debootstrap $SUITE into $rootfs from ${DEBIAN_MIRROR:-the default mirror of debootstrap}" >&2
 # An empty DEBIAN_MIRROR leaves the mirror argument out: debootstrap then uses its default.
 debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"}
 
-# Point apt at the suite's updates and security archive as well, on the mirror debootstrap used,
-# and apply them: the image starts current rather than at the release's point version.
-mirror=$(awk '$1 == "deb" { print $2; exit }' "$rootfs/etc/apt/sources.list")
-cat >"$rootfs/etc/apt/sources.list" <<EOF
+# Point apt at the suite's updates and security archive as well, and apply them: the image starts
+# at the snapshot's state (or today's) rather than at the release's point version. A snapshot's
+# Release files are past their Valid-Until date by design, so apt is told not to check it; their
+# signatures are still checked.
+if [[ -n $DEBIAN_SNAPSHOT ]]; then
+  cat >"$rootfs/etc/apt/sources.list" <<EOF
+deb [check-valid-until=no] $SNAPSHOT_ARCHIVE/debian/$DEBIAN_SNAPSHOT $SUITE main
+deb [check-valid-until=no] $SNAPSHOT_ARCHIVE/debian/$DEBIAN_SNAPSHOT $SUITE-updates main
+deb [check-valid-until=no] $SNAPSHOT_ARCHIVE/debian-security/$DEBIAN_SNAPSHOT $SUITE-security main
+EOF
+else
+  mirror=$(awk '$1 == "deb" { print $2; exit }' "$rootfs/etc/apt/sources.list")
+  cat >"$rootfs/etc/apt/sources.list" <<EOF
 deb $mirror $SUITE main
 deb $mirror $SUITE-updates main
 deb ${mirror%/}-security $SUITE-security main
 EOF
+fi
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
 # Packages installed in image builds must not try to start their services.
 printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
@@ -67,5 +91,5 @@ tar --numeric-owner -C "$rootfs" -c . | docker import \
   -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   -c 'ENV LANG=C.UTF-8' \
   -c 'CMD ["/bin/bash"]' \
-  -m "Debian $SUITE minbase with $PACKAGES" - "$BASE_IMAGE"
+  -m "Debian $SUITE minbase with $PACKAGES, snapshot ${DEBIAN_SNAPSHOT:-none, the archive of the build day}" - "$BASE_IMAGE"
 docker run --rm --network host "$BASE_IMAGE" python3 --version

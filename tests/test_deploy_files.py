@@ -8,9 +8,12 @@ from docker/env.example, so the environment each service gets is checked against
 from __future__ import annotations
 
 import http.server
+import importlib.metadata
 import importlib.util
 import re
 import socket
+import subprocess
+import sys
 import threading
 import tomllib
 from collections.abc import Iterator
@@ -21,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from ttsfarm.cli import main as cli
 from ttsfarm.settings import ENV_PREFIX, Settings
@@ -343,3 +348,55 @@ def test_worker_temp_files_go_to_a_volume(raw: dict[str, Any], services: dict[st
         assert mounts[temp_dir] in raw["volumes"], f"{name}: {mounts[temp_dir]} is not a named volume"
     # The image makes the folder, owned by its user, so that the fresh volume takes that owner.
     assert f"install -d -o ttsfarm -g ttsfarm -m 0700 {temp_dir}" in DOCKERFILE.read_text()
+
+
+GPU_CONSTRAINTS = ROOT / "docker" / "constraints-gpu.txt"
+
+
+def pins(path: Path) -> dict[str, str]:
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    pairs = [line.split("==") for line in lines if line and not line.startswith("#")]
+    return {canonicalize_name(name): version for name, version in pairs}
+
+
+def test_the_gpu_images_cuda_and_cudnn_wheels_are_pinned() -> None:
+    pinned = pins(GPU_CONSTRAINTS)
+    extras = [Requirement(r) for r in importlib.metadata.requires("onnxruntime-gpu") or []]
+    wanted = [
+        r for r in extras if r.marker and any(r.marker.evaluate({"extra": e}) for e in ("cuda", "cudnn"))
+    ]
+    assert wanted, "onnxruntime-gpu names no CUDA or cuDNN wheels"
+    for requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{name} is not pinned in {GPU_CONSTRAINTS.name}"
+        assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is not {requirement}"
+    # The image installs the extras with both constraint files.
+    assert "-c /src/docker/constraints-gpu.txt" in DOCKERFILE.read_text()
+    assert not set(pinned) & set(pins(ROOT / "scripts" / "constraints.txt")), "one pin per package"
+
+
+def test_the_base_is_built_from_a_debian_snapshot() -> None:
+    script = (ROOT / "docker" / "build-base.sh").read_text(encoding="utf-8")
+    default = re.search(r"^DEBIAN_SNAPSHOT=\$\{DEBIAN_SNAPSHOT-(\w+)\}$", script, flags=re.MULTILINE)
+    assert default and re.fullmatch(r"\d{8}T\d{6}Z", default[1])
+    assert "snapshot.debian.org/archive" in script and "check-valid-until=no" in script
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.redis"])
+def test_hadolint_passes_and_each_exception_says_why(dockerfile: str) -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"
+    if not hadolint.exists():
+        pytest.skip("hadolint is not installed (scripts/install installs it)")
+    path = ROOT / "docker" / dockerfile
+    answer = subprocess.run(
+        [str(hadolint), "--no-color", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("# hadolint ignore="):
+            rule = line.split("=", 1)[1]
+            explained = [above for above in lines[:number] if above.startswith("#")][-3:]
+            assert any(rule in above for above in explained), (
+                f"{dockerfile}:{number + 1}: {rule} not explained"
+            )
