@@ -84,6 +84,9 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
 GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
+"""With ``prefer_nhwc`` among the CUDA options, each waveform graph keeps an arena of its own: in
+one shared arena NHWC graphs returned NaN inside a running worker (run 12: 131 of 400 farm jobs
+stored); each on its own, 400 of 400 (docs/benchmarks.md)."""
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
@@ -173,8 +176,9 @@ class StagedEngine:
         graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
         self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
-        shared = self.graphs and share_gpu_arena(options.device_id, "graphs")
-        if self.graphs and not shared:
+        nhwc = dict(options.cuda_options).get("prefer_nhwc") == "1"
+        shared = self.graphs and not nhwc and share_gpu_arena(options.device_id, "graphs")
+        if self.graphs and not shared and not nhwc:
             log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
         self._graph_options = session_options(options.cpu_threads, shared, options.profile_prefix, True)
         self._skip_capture = ort.RunOptions()
