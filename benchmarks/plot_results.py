@@ -69,6 +69,7 @@ def main() -> None:
     axis.set_title("joe-medium on one H200: P99 batch latency, mixed lengths")
     save_batch_plot(figure, axis, sizes, "h200-p99-latency.png")
     engine_v2_plot()
+    scale_out_plot()
 
 
 def save_batch_plot(figure: Any, axis: Any, sizes: list[int], name: str) -> None:
@@ -97,6 +98,32 @@ def engine_v2_plot() -> None:
     axis.set_ylabel("speech audio seconds per second")
     axis.set_title("joe-medium on one H200: engine v1 and v2 (run 8)")
     save_batch_plot(figure, axis, [8, 32, 64], "h200-engine-v2.png")
+
+
+def scale_out_plot() -> None:
+    """Stored audio s/s against workers (one per GPU) on one host, with linear scaling (run 12)."""
+    data = json.loads((RESULTS / "h200x2-run12-scale-out.json").read_text(encoding="utf-8"))
+    workers = sorted(int(key) for key in data)
+    rates = [data[str(n)]["stored_audio_per_s"] for n in workers]
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    axis.plot(workers, [rates[0] * n for n in workers], "--", color="grey", label="linear")
+    axis.plot(workers, rates, "o-", color="tab:blue", label="measured (engine v2, 300 jobs per worker)")
+    for n, rate in zip(workers, rates, strict=True):
+        axis.annotate(
+            f"{rate:,.0f} ({rate / (rates[0] * n):.2f}x linear)",
+            (n, rate),
+            textcoords="offset points",
+            xytext=(6, -14),
+        )
+    axis.set_xticks(workers, [str(n) for n in workers])
+    axis.set_xlabel("GPUs (one worker each)")
+    axis.set_ylabel("stored audio seconds per second")
+    axis.set_ylim(bottom=0)
+    axis.set_title("Scale-out on one two-H200 host (run 12)")
+    axis.grid(True, alpha=0.3)
+    axis.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(IMAGES / "h200x2-scale-out.png", dpi=110)
 
 
 if __name__ == "__main__":
