@@ -74,10 +74,14 @@ def start_redis(server: str, port: int) -> subprocess.Popen[bytes]:
 
 
 def start_worker(
-    env: dict[str, str], log_path: Path, smoke: bool, gpu: int = 0
+    env: dict[str, str], log_path: Path, smoke: bool, gpu: int = 0, name: str | None = None
 ) -> tuple[subprocess.Popen[bytes], float]:
+    """Start ``ttsfarm worker`` (on GPU ``gpu``, or the CPU with ``smoke``) and wait for it to be
+    ready; ``name`` sets its Celery name, for several workers on one GPU."""
     started = time.monotonic()
-    where = ["--cpu", "--hostname", f"ttsfarm-cpu{gpu}@%h"] if smoke else ["--gpu", str(gpu)]
+    where = ["--cpu", "--hostname", name or f"ttsfarm-cpu{gpu}@%h"] if smoke else ["--gpu", str(gpu)]
+    if name and not smoke:
+        where += ["--hostname", name]
     env = {"TTSFARM_METRICS_PORT": "0", **env}  # workers of one host would share the default port
     with log_path.open("wb") as log:
         process = subprocess.Popen(

@@ -2,6 +2,7 @@
 
     python benchmarks/short_jobs.py --out DIR [--burst 2000] [--fraction 0.7] [--seconds 20]
     python benchmarks/short_jobs.py --out DIR --variants TTSFARM_CONCURRENCY=128   # settings
+    python benchmarks/short_jobs.py --out DIR --workers-per-gpu 4     # several workers, one GPU
     python benchmarks/short_jobs.py --out DIR --smoke        # tiny, on the CPU
 
 Starts its own Redis (--port) and, per variant, one ``ttsfarm worker`` (--gpu 0, or --cpu with
@@ -14,6 +15,10 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
 - *burst*: --burst jobs submitted at once; jobs/s from the first submit to the last finish.
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced;
   latency of each job from submit to stored, taken from its own job record.
+
+With --workers-per-gpu N, N worker processes share GPU 0 (each its own engine, batcher and
+Celery consumer): whether per-job work on the host, which one process does in one interpreter,
+or the GPU limits short jobs.
 
 Prints a table and writes DIR/short_jobs.json.
 """
@@ -171,7 +176,20 @@ def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, A
         "PYTHONUNBUFFERED": "1",
         **dict(pair.split("=", 1) for pair in variant.split(",") if pair),
     }
-    worker, ready_s = start_worker(env, folder / f"worker-{label}.log", args.smoke or args.cpu)
+    cpu = args.smoke or args.cpu
+    count = args.workers_per_gpu
+    names = [
+        f"ttsfarm-{'cpu' if cpu else 'gpu0'}-{index}@%h" if count > 1 else None for index in range(count)
+    ]
+
+    def start(index: int) -> tuple[subprocess.Popen[bytes], float]:
+        return start_worker(env, folder / f"worker-{label}-{index}.log", cpu, 0, names[index])
+
+    with ThreadPoolExecutor(count) as pool:
+        started = list(pool.map(start, range(count)))
+    workers = [worker for worker, _ in started]
+    ready_s = max(seconds for _, seconds in started)
+    worker = workers[0]
     try:
         client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
         burst(client, max(args.burst // 10, 4), args.timeout)  # warm-up
@@ -183,10 +201,10 @@ def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, A
         loop = open_loop(client, rate, args.seconds, args.timeout)
         client.close()
     finally:
-        stop_workers([worker])
+        stop_workers(workers)
         redis.Redis(port=args.port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
-    return {"ready_s": round(ready_s, 1), "burst": capacity, "open_loop": loop}
+    return {"workers": count, "ready_s": round(ready_s, 1), "burst": capacity, "open_loop": loop}
 
 
 def main() -> None:
@@ -196,6 +214,7 @@ def main() -> None:
         "--variants", nargs="+", default=[""], help="worker settings, e.g. TTSFARM_CONCURRENCY=64"
     )
     parser.add_argument("--burst", type=int, default=2000)
+    parser.add_argument("--workers-per-gpu", type=int, default=1, help="worker processes sharing GPU 0")
     parser.add_argument("--fraction", type=float, default=0.7)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=600.0)
@@ -232,16 +251,17 @@ def main() -> None:
     engine = results["engine"].get("jobs_per_s")
     print(f"engine alone: {engine} jobs/s ({results['engine'].get('audio_per_s')} audio s/s)")
     print(
-        "| worker settings | burst jobs/s | share of engine | open loop jobs/s | P50 ms | P95 ms | P99 ms |"
+        "| worker settings | workers | burst jobs/s | share of engine | open loop jobs/s | P50 ms | P95 ms "
+        "| P99 ms |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, found in results.items():
         if name == "engine" or "burst" not in found:
             continue
         b, o = found["burst"], found["open_loop"]
         share = f"{b['jobs_per_s'] / engine:.2f}" if engine and b.get("jobs_per_s") else "-"
         print(
-            f"| {name} | {b.get('jobs_per_s')} | {share} | {o.get('jobs_per_s')} | "
+            f"| {name} | {found['workers']} | {b.get('jobs_per_s')} | {share} | {o.get('jobs_per_s')} | "
             f"{o.get('p50_ms')} | {o.get('p95_ms')} | {o.get('p99_ms')} |"
         )
 
