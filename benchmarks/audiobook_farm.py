@@ -18,9 +18,9 @@ from farm_load import farm_setup, start_s3, start_workers
 
 from producer.audiobook import FarmRenderer, upload_book
 from producer.client import Client
-from ttsfarm.audiobook import build_audiobook
-from ttsfarm.book import read_book
-from ttsfarm.book_progress import BookProgress
+from ttsfarm.audiobook.book import read_book
+from ttsfarm.audiobook.builder import build_audiobook
+from ttsfarm.audiobook.progress import BookProgress
 from ttsfarm.jobs import SynthesisOptions
 
 

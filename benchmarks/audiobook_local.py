@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ttsfarm.audiobook import build_audiobook
-from ttsfarm.book import read_book
-from ttsfarm.book_progress import BookProgress
+from synthesis.build import local_synthesizer
+from ttsfarm.audiobook.book import read_book
+from ttsfarm.audiobook.builder import build_audiobook
+from ttsfarm.audiobook.progress import BookProgress
+from ttsfarm.audiobook.render import LocalRenderer
 from ttsfarm.jobs import SynthesisOptions
-from ttsfarm.render import LocalRenderer
 from ttsfarm.settings import Settings
-from worker.local import local_synthesizer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "ellery-book.csv"

@@ -22,9 +22,9 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.log_mel import log_mel_distance
+from bench.sweep import corpus_items
 from ttsfarm.voices import resolve_voice
-from worker.bench import corpus_items
-from worker.precision import log_mel_distance
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"
 VARIANTS = {

@@ -5,7 +5,7 @@
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
 
-Each engine runs in its own process (their GPU arenas cannot be shared: ``worker.sessions``);
+Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
 DIR/engine_ENGINE.json as soon as it is done:
 
@@ -47,17 +47,17 @@ import numpy as np
 import onnxruntime as ort
 import soundfile as sf
 
+from bench.end_to_end import end_to_end, rotated_texts
+from bench.log_mel import log_mel_distance
+from bench.sweep import corpus_items, gpu_memory_mib
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
+from synthesis.engines import VoiceEngine
+from synthesis.frontend import TextFrontend
+from synthesis.phonemes import Phonemizer
+from synthesis.pipeline import Synthesizer
+from synthesis.staged import StagedEngine
 from ttsfarm.voices import resolve_voice
-from worker.batcher import Batcher
-from worker.bench import corpus_items, gpu_memory_mib
-from worker.bench_e2e import end_to_end, rotated_texts
-from worker.engine import Engine, EngineItem, EngineOptions, Scales
-from worker.engines import VoiceEngine
-from worker.frontend import TextFrontend
-from worker.phonemes import Phonemizer
-from worker.pipeline import Synthesizer
-from worker.precision import log_mel_distance
-from worker.staged import StagedEngine
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.txt"

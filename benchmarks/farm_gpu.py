@@ -33,9 +33,9 @@ import redis
 
 from producer import Client
 from producer.client import JobSpec
-from ttsfarm.registry import JobStatus
+from synthesis.text import split_sentences
+from ttsfarm.farm.registry import JobStatus
 from ttsfarm.settings import Settings
-from worker.text import split_sentences
 
 HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"

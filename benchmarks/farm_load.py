@@ -28,8 +28,8 @@ import numpy as np
 import redis
 
 from producer import Client
+from synthesis.text import split_sentences
 from ttsfarm.settings import Settings
-from worker.text import split_sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = split_sentences((ROOT / "examples" / "ellery.txt").read_text().replace("\n", " "))

@@ -27,7 +27,7 @@ import numpy as np
 import redis
 
 from gateway.keys import KeyStore
-from ttsfarm.registry import KEY_PREFIX
+from ttsfarm.farm.registry import KEY_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "Gateway load test: one short sentence per job."

@@ -2,8 +2,8 @@
 engine-only ceiling, one engine, the host-side options switched on one at a time.
 
 Every end-to-end pass runs ``JOBS`` jobs, ``IN_FLIGHT`` at a time, each the corpus rotated to
-start at another paragraph (``worker/bench_e2e.py``), through a batcher with the GPU defaults
-of ``worker/local.py``. The variants differ only in the host side: runner threads, engine runs
+start at another paragraph (``bench/end_to_end.py``), through a batcher with the GPU defaults
+of ``synthesis/build.py``. The variants differ only in the host side: runner threads, engine runs
 at once, and where text is segmented (job threads, or a pool of processes).
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 
 from gpu_system import engine_counters  # this folder, beside this script
 
+from bench.end_to_end import end_to_end, rotated_texts
+from bench.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
+from synthesis.batcher import Batcher
+from synthesis.build import GPU_MAX_PADDED_IDS
+from synthesis.engine import Engine, EngineOptions
+from synthesis.frontend import TextFrontend
+from synthesis.pipeline import Synthesizer
 from ttsfarm.voices import resolve_voice
-from worker.batcher import Batcher
-from worker.bench import concurrent_ceiling, corpus_items, short_latency, sweep
-from worker.bench_e2e import end_to_end, rotated_texts
-from worker.engine import Engine, EngineOptions
-from worker.frontend import TextFrontend
-from worker.local import GPU_MAX_PADDED_IDS
-from worker.pipeline import Synthesizer
 
 IN_FLIGHT = 32
 JOBS = 64
@@ -50,7 +50,7 @@ class HostSide:
 BEFORE = HostSide(runners=1, runs=1, text_processes=0)
 """The pipeline as it was: one batching thread, text segmented in the job threads."""
 DEFAULT = HostSide(runners=3, runs=3, text_processes=4)
-"""The GPU defaults of ``worker/local.py`` (runs 5 and 6 had 2 runners and 2 runs at once)."""
+"""The GPU defaults of ``synthesis/build.py`` (runs 5 and 6 had 2 runners and 2 runs at once)."""
 CONFIRM_RUNS = (3, 4)
 """Runs at once compared by ``confirm`` (run 6 compared 1, 2 and 3)."""
 CONFIRM_JOBS = 128
@@ -109,7 +109,7 @@ class Bench:
         }
 
     def ceiling(self, batch: int, count: int, runs: int) -> dict[str, Any]:
-        """Identical-length batches from ``runs`` threads at once (``worker.bench``)."""
+        """Identical-length batches from ``runs`` threads at once (``bench.sweep``)."""
         self.engine.limit_runs(runs)
         timing = concurrent_ceiling(self.engine, self.items, batch, count, runs)
         return {**dataclasses.asdict(timing), "audio_per_second": timing.audio_per_second}

@@ -36,8 +36,8 @@ import gpu_system
 import numpy as np
 import onnxruntime as ort
 
-from ttsfarm.voices import resolve_voice
-from worker.bench import (
+from bench.log_mel import log_mel_distance
+from bench.sweep import (
     corpus_items,
     gpu_memory_mib,
     mixed_batches,
@@ -45,8 +45,8 @@ from worker.bench import (
     sweep,
     time_batches,
 )
-from worker.engine import Engine, EngineItem, EngineOptions, Scales, filler_ids, gpu_present
-from worker.precision import log_mel_distance
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales, filler_ids, gpu_present
+from ttsfarm.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"
 STATE = Path("/tmp/ttsfarm-suite-best.json")

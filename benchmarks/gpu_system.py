@@ -18,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.end_to_end import end_to_end
+from bench.sweep import corpus_items, mixed_batches, short_latency, sweep
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine, EngineItem, EngineOptions
+from synthesis.pipeline import Synthesizer
 from ttsfarm.voices import resolve_voice
-from worker.batcher import Batcher
-from worker.bench import corpus_items, mixed_batches, short_latency, sweep
-from worker.bench_e2e import end_to_end
-from worker.engine import Engine, EngineItem, EngineOptions
-from worker.pipeline import Synthesizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -39,14 +39,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ttsfarm.voices import resolve_voice
-from worker.bench import corpus_items
-from worker.engine import EngineItem, EngineOptions, Scales
-from worker.phonemes import Phonemizer
-from worker.precision import convert_to_fp16
-from worker.sessions import build_session, providers_for, session_options
-from worker.staged import StagedEngine
-from worker.stages import (
+from bench.sweep import corpus_items
+from synthesis.engine import EngineItem, EngineOptions, Scales
+from synthesis.phonemes import Phonemizer
+from synthesis.precision import convert_to_fp16
+from synthesis.sessions import build_session, providers_for, session_options
+from synthesis.staged import StagedEngine
+from synthesis.stages import (
     EXPAND_INDEX,
     EXPAND_LOG_STD,
     EXPAND_MASK,
@@ -54,6 +53,7 @@ from worker.stages import (
     EXPAND_NOISE_SCALE,
     extra_input,
 )
+from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
 LAYOUTS = {"nchw": (), "nhwc": (("prefer_nhwc", "1"),)}

@@ -31,7 +31,7 @@ Making the WAVs runs in the project's venv (piper-tts and the engine are there):
         --make-piper /tmp/q/piper --make-ttsfarm /tmp/q/ttsfarm
 
 ``--make-piper`` uses piper-tts itself (``PiperVoice`` with the joe voice, its config's noise
-and length scales); ``--make-ttsfarm`` uses the in-process pipeline (``worker.local``) on the
+and length scales); ``--make-ttsfarm`` uses the in-process pipeline (``synthesis.build``) on the
 CPU, one text per file, as ``ttsfarm synth`` does.
 """
 
@@ -551,10 +551,10 @@ def make_ttsfarm(texts: list[str], folder: Path) -> None:
     """The in-process pipeline of ``ttsfarm synth`` on the CPU, one WAV per text."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    from synthesis.build import local_synthesizer
     from ttsfarm.jobs import JobRequest, SynthesisOptions
     from ttsfarm.settings import Settings
     from ttsfarm.storage import LocalStorage
-    from worker.local import local_synthesizer
 
     settings = Settings.load().replace(provider="cpu")
     storage = LocalStorage(folder)

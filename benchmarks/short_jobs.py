@@ -44,12 +44,12 @@ import numpy as np
 import redis
 from farm_gpu import PROSE, start_redis, start_worker, stop_workers, wait_all
 
+from bench.sweep import corpus_items
 from producer import Client
 from producer.client import JobSpec
-from ttsfarm.registry import JobStatus
+from synthesis.text import split_sentences
+from ttsfarm.farm.registry import JobStatus
 from ttsfarm.settings import Settings
-from worker.bench import corpus_items
-from worker.text import split_sentences
 
 MIN_WORDS, MAX_WORDS = 8, 30
 POLL = 0.05
@@ -125,7 +125,7 @@ def engine_rate(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]
 
 def engine_only(args: argparse.Namespace) -> None:
     """Run by :func:`engine_rate` in its own process: prints one JSON line."""
-    from worker.local import build_synthesizer
+    from synthesis.build import build_synthesizer
 
     settings = Settings.load().replace(provider="cpu" if args.cpu else "cuda", prewarm=True)
     synthesizer = build_synthesizer(settings)

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
+from bench.sweep import corpus_items
+from synthesis.engine import EngineOptions, Scales
+from synthesis.staged import StagedEngine
 from ttsfarm.voices import resolve_voice
-from worker.bench import corpus_items
-from worker.engine import EngineOptions, Scales
-from worker.staged import StagedEngine
 
 HERE = Path(__file__).resolve().parent
 VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {

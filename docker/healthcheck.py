@@ -26,7 +26,7 @@ GATEWAY_DEFAULT_PORT: Final = 8000
 
 def check_worker(name: str) -> str | None:
     """None if the worker ``name@<this host>`` says its engine runs, else why not."""
-    from ttsfarm.celeryconf import make_celery
+    from ttsfarm.farm.celeryconf import make_celery
     from ttsfarm.settings import PROBE_TIMEOUT_SECONDS, Settings
 
     node = name if "@" in name else f"{name}@{socket.gethostname()}"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ttsfarm.errors import InvalidInput
-from ttsfarm.registry import KEY_PREFIX, connect, reach
+from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
 
 KEY_PREFIX_TEXT: Final = "tfk"
 NAMES_KEY: Final = f"{KEY_PREFIX}gateway:keys"

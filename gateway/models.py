@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ttsfarm.farm.registry import JobStatus
 from ttsfarm.jobs import DEFAULT_FORMAT, MAX_TEXT_CHARS
-from ttsfarm.registry import JobStatus
 
 
 class JobCreate(BaseModel):

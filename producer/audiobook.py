@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Final
 
 from producer.client import Client, JobFailed
+from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest
+from ttsfarm.audiobook.render import PartProgress
 from ttsfarm.errors import Cancelled
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
 from ttsfarm.jobs import JobRequest, JobResult, check_text, estimate_segments
-from ttsfarm.manifest import MANIFEST_NAME, Manifest
-from ttsfarm.render import PartProgress
 from ttsfarm.storage import Storage
 from ttsfarm.voices import resolve_voice
 
@@ -35,7 +35,7 @@ CONTENT_TYPES: Final = {
 
 
 class FarmRenderer:
-    """Renders book parts as farm jobs (see :class:`ttsfarm.render.Renderer`)."""
+    """Renders book parts as farm jobs (see :class:`ttsfarm.audiobook.render.Renderer`)."""
 
     def __init__(self, client: Client, concurrency: int = FARM_CONCURRENCY) -> None:
         self.client = client

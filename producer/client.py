@@ -20,7 +20,6 @@ from typing import Any, Final
 
 from kombu.exceptions import OperationalError
 
-from ttsfarm.celeryconf import TASK_NAME, make_celery, queued_jobs
 from ttsfarm.errors import (
     BrokerUnavailable,
     Cancelled,
@@ -31,9 +30,10 @@ from ttsfarm.errors import (
     StorageUnavailable,
     TtsfarmError,
 )
+from ttsfarm.farm.celeryconf import TASK_NAME, make_celery, queued_jobs
+from ttsfarm.farm.registry import JobRegistry, JobStatus
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import SUBMITTED_AT, JobRequest, JobResult, SynthesisOptions, new_job_id
-from ttsfarm.registry import JobRegistry, JobStatus
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
 

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine, EngineOptions, Scales
+from synthesis.phonemes import Phonemizer
+from synthesis.pipeline import Synthesizer
 from ttsfarm.voices import Voice, resolve_voice
-from worker.batcher import Batcher
-from worker.engine import Engine, EngineOptions, Scales
-from worker.phonemes import Phonemizer
-from worker.pipeline import Synthesizer
 
 DETERMINISTIC = Scales(noise_scale=0.0, length_scale=1.0, noise_w=0.0)
 

@@ -19,14 +19,14 @@ from mutagen.id3 import ID3
 from mutagen.mp4 import MP4
 from scipy.signal import resample  # type: ignore[import-untyped]
 
-from ttsfarm.audiobook import BuildReport, build_audiobook
-from ttsfarm.book import Book, read_book
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine
+from synthesis.pipeline import Synthesizer
+from ttsfarm.audiobook.book import Book, read_book
+from ttsfarm.audiobook.builder import BuildReport, build_audiobook
+from ttsfarm.audiobook.render import LocalRenderer, PartProgress
 from ttsfarm.errors import InvalidInput, VoiceNotFound
 from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
-from ttsfarm.render import LocalRenderer, PartProgress
-from worker.batcher import Batcher
-from worker.engine import Engine
-from worker.pipeline import Synthesizer
 
 FAST = SynthesisOptions(length_scale=0.6, noise_scale=0.0, noise_w=0.0)
 TINY_BOOK = (

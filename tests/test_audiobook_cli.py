@@ -18,7 +18,7 @@ FAST = ("--length-scale", "0.6")
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ttsfarm.cli", "audiobook", *args]
+    return [sys.executable, "-m", "ttsfarm", "audiobook", *args]
 
 
 def environment() -> dict[str, str]:

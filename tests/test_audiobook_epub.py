@@ -23,7 +23,7 @@ from ttsfarm.mastering import PEAK_CEILING_DBTP, true_peak
 def ttsfarm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
     return subprocess.run(
-        [sys.executable, "-m", "ttsfarm.cli", *args],
+        [sys.executable, "-m", "ttsfarm", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

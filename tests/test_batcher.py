@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from synthesis.batcher import Batcher, split_phoneme_ids
+from synthesis.engine import Engine, EngineItem, EngineOutOfMemory, Scales
+from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
-from worker.batcher import Batcher, split_phoneme_ids
-from worker.engine import Engine, EngineItem, EngineOutOfMemory, Scales
-from worker.phonemes import Phonemizer
 
 TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] + [
     "Short.",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ttsfarm.book import read_book
-from ttsfarm.book_export import ffmetadata, srt, srt_time
-from ttsfarm.book_parts import PAUSE_BETWEEN_ROWS, PAUSE_IN_PARAGRAPH, book_parts, chapter_parts
+from ttsfarm.audiobook.book import read_book
+from ttsfarm.audiobook.export import ffmetadata, srt, srt_time
+from ttsfarm.audiobook.parts import PAUSE_BETWEEN_ROWS, PAUSE_IN_PARAGRAPH, book_parts, chapter_parts
 from ttsfarm.errors import InvalidInput
 from ttsfarm.files import slug
 from ttsfarm.jobs import SegmentTiming, SynthesisOptions
@@ -169,7 +169,7 @@ def test_srt_cues_and_ffmpeg_metadata_escaping() -> None:
     assert srt(cues, offset=1.0) == (
         "1\n00:00:01,500 --> 00:00:02,250\nHello there.\n\n2\n01:01:02,000 --> 01:01:03,000\nBye.\n"
     )
-    from ttsfarm.book_export import BookTags, ChapterMark
+    from ttsfarm.audiobook.export import BookTags, ChapterMark
 
     text = ffmetadata(BookTags("A=B; #1"), [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))])
     assert "title=A\\=B\\; \\#1\n" in text

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.books import MARKDOWN_BOOK, TEXT_BOOK, make_epub, png
-from ttsfarm.book_parts import PART_MAX_CHARS, chapter_parts
-from ttsfarm.book_source import (
+from ttsfarm.audiobook.parts import PART_MAX_CHARS, chapter_parts
+from ttsfarm.audiobook.source import (
     chapter_lines,
     open_book,
     parse_selection,
@@ -18,7 +18,7 @@ from ttsfarm.book_source import (
     select_chapters,
     with_info,
 )
-from ttsfarm.book_text import TEXT_HEADING
+from ttsfarm.audiobook.text import TEXT_HEADING
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import SynthesisOptions
 

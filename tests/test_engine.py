@@ -8,13 +8,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.conftest import DETERMINISTIC
-from ttsfarm.errors import DeviceUnavailable
-from ttsfarm.voices import Voice
-from worker.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
-from worker.graph import expose_durations
-from worker.phonemes import Phonemizer
-from worker.sessions import (
+from synthesis.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
+from synthesis.graph import expose_durations
+from synthesis.phonemes import Phonemizer
+from synthesis.sessions import (
     CUDA,
     build_session,
     check_device,
@@ -23,6 +20,9 @@ from worker.sessions import (
     session_options,
     wants_cuda,
 )
+from tests.conftest import DETERMINISTIC
+from ttsfarm.errors import DeviceUnavailable
+from ttsfarm.voices import Voice
 
 SENTENCES = [
     "Hi.",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from synthesis.frontend import TextFrontend, chunk_paragraphs
+from synthesis.text import PAUSE_PARAGRAPH, normalize, split_paragraphs
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
-from worker.frontend import TextFrontend, chunk_paragraphs
-from worker.text import PAUSE_PARAGRAPH, normalize, split_paragraphs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.txt"
 

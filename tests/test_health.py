@@ -9,10 +9,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
-from worker.batcher import Batcher
-from worker.engine import Engine, EngineItem, Scales
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine, EngineItem, Scales
+from synthesis.pipeline import Synthesizer
 from worker.health import EngineHealth
-from worker.pipeline import Synthesizer
 
 
 class FaultyDevice:

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from synthesis.build import BatchPolicy, engine_options, gpu_text_processes, local_synthesizer
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import JobRequest
 from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
-from worker.local import BatchPolicy, engine_options, gpu_text_processes, local_synthesizer
 
 
 def test_defaults_depend_on_the_device() -> None:

@@ -7,8 +7,8 @@ MiB over 600 jobs). Measured on joe: a 400-id run kept 163 MiB without it, 8 MiB
 
 from __future__ import annotations
 
+from synthesis.engine import Engine, EngineItem, EngineOptions, filler_ids
 from ttsfarm.voices import Voice
-from worker.engine import Engine, EngineItem, EngineOptions, filler_ids
 
 KEPT_LIMIT_MIB = 60
 

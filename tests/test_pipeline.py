@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from synthesis.audio import SegmentWriter
+from synthesis.pipeline import Synthesizer
 from ttsfarm import files
 from ttsfarm.errors import Cancelled, InvalidAudio, InvalidInput, TransientError
 from ttsfarm.jobs import JobRequest, SynthesisOptions
 from ttsfarm.storage import LocalStorage
-from worker.audio import SegmentWriter
-from worker.pipeline import Synthesizer
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery.txt"
 FAST = SynthesisOptions(length_scale=0.5, noise_scale=0.0, noise_w=0.0)
@@ -52,7 +52,7 @@ def test_audio_is_speech_with_clean_joins(synthesizer: Synthesizer, tmp_path: Pa
 
 
 def test_temp_files_removed_after_success_and_failure(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from worker.batcher import Batcher
+    from synthesis.batcher import Batcher
 
     temp = tmp_path / "temp"
     temp.mkdir()
@@ -107,7 +107,7 @@ def test_fifty_thousand_characters_with_flat_memory(engine, tmp_path: Path) -> N
     """On the CPU default (one segment per run). With batches of 8 the pipeline is just as flat,
     but onnxruntime's CPU memory pool keeps growing for a while as it meets new batch shapes
     (to about 2-3 GB), which would hide what this test is about."""
-    from worker.batcher import Batcher
+    from synthesis.batcher import Batcher
 
     with Batcher(lambda v: engine, max_batch=1) as batcher:
         _synthesize_long_text(Synthesizer(batcher), tmp_path)

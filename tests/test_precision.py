@@ -7,11 +7,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from bench.log_mel import log_mel_distance
+from synthesis.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
+from synthesis.phonemes import Phonemizer
+from synthesis.precision import convert_to_fp16
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
-from worker.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
-from worker.phonemes import Phonemizer
-from worker.precision import convert_to_fp16, log_mel_distance
 
 SENTENCE = "Children learned to swim off the wooden dock behind the post office."
 

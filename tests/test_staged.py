@@ -15,17 +15,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from synthesis.build import engine_options
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
+from synthesis.engines import load_engine, wants_staged
+from synthesis.phonemes import Phonemizer
+from synthesis.staged import FRAME_BUCKETS, StagedEngine, frame_bucket
+from synthesis.stages import NOISE_OP, UnsupportedGraph, split_voice
 from tests.conftest import DETERMINISTIC
 from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
 from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice, resolve_voice
-from worker.engine import Engine, EngineItem, EngineOptions, Scales
-from worker.engines import load_engine, wants_staged
-from worker.local import engine_options
-from worker.phonemes import Phonemizer
-from worker.staged import FRAME_BUCKETS, StagedEngine, frame_bucket
-from worker.stages import NOISE_OP, UnsupportedGraph, split_voice
 
 CPU = EngineOptions(provider="cpu", warmup=False)
 BUCKETS = EngineOptions(provider="cpu", warmup=False, shape_buckets=True)
@@ -337,7 +337,7 @@ def test_a_voice_that_does_not_split_runs_in_the_single_engine(
     voice: Voice, phonemizer: Phonemizer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     uncut = _save_copy(voice, without_prior_noise(voice), tmp_path / "uncut.onnx")
-    with caplog.at_level(logging.WARNING, logger="worker.engines"):
+    with caplog.at_level(logging.WARNING, logger="synthesis.engines"):
         engine = load_engine(uncut, CPU, "staged")
     assert type(engine) is Engine
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.phonemes import Phonemizer
-from worker.text import PAUSE_PARAGRAPH, PAUSE_SENTENCE, Segmenter, normalize
+from synthesis.phonemes import Phonemizer
+from synthesis.text import PAUSE_PARAGRAPH, PAUSE_SENTENCE, Segmenter, normalize
 
 
 def test_normalize_collapses_space_and_keeps_paragraphs() -> None:
@@ -60,7 +60,7 @@ def test_symbols_only_sentences_are_not_read_out(phonemizer: Phonemizer) -> None
 def test_sentence_splitting_is_safe_across_threads() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from worker.text import split_sentences
+    from synthesis.text import split_sentences
 
     texts = [
         f"Job {n} starts here. It has a second sentence, number {n}. And a third." * 3 for n in range(40)

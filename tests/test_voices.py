@@ -12,11 +12,11 @@ import numpy as np
 import onnx
 import pytest
 
+from synthesis.engine import Engine, EngineItem, EngineOptions
+from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
 from ttsfarm.errors import VoiceNotFound
 from ttsfarm.voices import Voice, list_voices, resolve_voice
-from worker.engine import Engine, EngineItem, EngineOptions
-from worker.phonemes import Phonemizer
 
 
 def two_speaker_copy(voice: Voice, folder: Path) -> Path:
@@ -65,7 +65,7 @@ def test_multi_speaker_voice(voice: Voice, tmp_path: Path) -> None:
 def test_producer_never_imports_the_engine() -> None:
     code = (
         "import sys, producer, producer.audiobook, ttsfarm.cli; "
-        "bad = [m for m in ('onnxruntime', 'onnx', 'worker.engine', 'piper') if m in sys.modules]; "
+        "bad = [m for m in ('onnxruntime', 'onnx', 'synthesis.engine', 'piper') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -1,6 +1,7 @@
-"""Shared pieces of ttsfarm: settings, job messages, errors, storage and the command line.
+"""Shared pieces of ttsfarm: settings, job types, errors, voices, storage; the farm's Celery and
+Redis adapters (``farm``), the audiobook feature (``audiobook``) and the command line (``cli``).
 
-Nothing here imports onnxruntime or the synthesis engine, so producers stay light.
+Nothing here imports onnxruntime or the synthesis engine at import, so producers stay light.
 """
 
 from ttsfarm.errors import (

@@ -65,7 +65,7 @@ class Settings:
     engine: str = "auto"
     """``staged``: engine v2, the voice in stages with CUDA graphs; ``single``: one session per
     shape bucket; ``auto``: staged on a GPU for batches of 16 and more, else single
-    (``worker.engines.wants_staged``)."""
+    (``synthesis.engines.wants_staged``)."""
     shape_buckets: str = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     prewarm: bool | None = None

@@ -1,4 +1,6 @@
-"""Worker side of ttsfarm: the synthesis engine, the batcher, the job pipeline and Celery tasks.
+"""The Celery side of a farm worker: the app built from settings (``app``), the task (``tasks``),
+running one job against the registry and storage (``jobs``), message leases, metrics and the
+health probe. The synthesis itself lives in ``synthesis``.
 
 Modules are imported on demand: importing ``worker`` alone loads nothing heavy.
 """

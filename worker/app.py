@@ -23,16 +23,16 @@ from celery.signals import (
 )
 from celery.worker.control import inspect_command
 
-from ttsfarm.celeryconf import make_celery, queued_jobs
-from ttsfarm.registry import JobRegistry
+from synthesis.build import build_synthesizer
+from synthesis.pipeline import Synthesizer
+from synthesis.scratch import sweep
+from ttsfarm.farm.celeryconf import make_celery, queued_jobs
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.storage import Storage, open_storage
 from worker.health import EngineHealth
 from worker.leases import Leases
-from worker.local import build_synthesizer
 from worker.metrics import WorkerMetrics, start_metrics
-from worker.pipeline import Synthesizer
-from worker.scratch import sweep
 
 log = logging.getLogger(__name__)
 

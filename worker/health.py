@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Final
 
+from synthesis.engine import EngineItem, warmup_ids
+from synthesis.pipeline import Synthesizer
 from ttsfarm.settings import PROBE_TIMEOUT_SECONDS
-from worker.engine import EngineItem, warmup_ids
-from worker.pipeline import Synthesizer
 
 RECENT_BATCH_SECONDS: Final = 30.0
 """A batch that succeeded this recently is proof enough: a busy worker is not probed."""

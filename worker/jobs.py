@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from synthesis.pipeline import Progress, Synthesizer
 from ttsfarm.errors import BrokerUnavailable, Cancelled, WorkerStopping
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import JobRequest, JobResult, audio_key, result_key
-from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import Storage
-from worker.pipeline import Progress, Synthesizer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

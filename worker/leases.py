@@ -19,7 +19,7 @@ from typing import Final
 import redis
 from kombu.transport.redis import Channel
 
-from ttsfarm.registry import connect
+from ttsfarm.farm.registry import connect
 
 log = logging.getLogger(__name__)
 

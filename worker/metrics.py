@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 from ttsfarm.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from worker.pipeline import Synthesizer
+    from synthesis.pipeline import Synthesizer
 
 log = logging.getLogger(__name__)
 

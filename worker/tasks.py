@@ -10,11 +10,11 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from kombu.exceptions import OperationalError
 
-from ttsfarm.celeryconf import MAX_RETRIES, TASK_NAME
+from synthesis.engine import EngineOutOfMemory
 from ttsfarm.errors import Cancelled, PermanentError, TransientError, WorkerStopping
+from ttsfarm.farm.celeryconf import MAX_RETRIES, TASK_NAME
 from ttsfarm.jobs import SUBMITTED_AT, JobRequest
 from worker.app import app, resources
-from worker.engine import EngineOutOfMemory
 from worker.jobs import best_effort, run_job, until_recorded
 
 log = logging.getLogger(__name__)

@@ -19,18 +19,18 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from producer import Client, JobFailed, JobSpec
+from synthesis.pipeline import Synthesizer
+from synthesis.sessions import gpu_present
+from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
-from ttsfarm.celeryconf import TASK_NAME
 from ttsfarm.cli import main
 from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
+from ttsfarm.farm.celeryconf import TASK_NAME
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import JobRequest, JobResult
-from ttsfarm.registry import JobRegistry
 from ttsfarm.storage import LocalStorage
 from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
-from worker.pipeline import Synthesizer
-from worker.sessions import gpu_present
-from worker.text import split_sentences
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 SENTENCES = split_sentences(EXAMPLE.replace("\n", " "))

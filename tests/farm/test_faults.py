@@ -16,7 +16,7 @@ import redis
 
 from producer import Client
 from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
-from ttsfarm.celeryconf import MAX_RETRIES
+from ttsfarm.farm.celeryconf import MAX_RETRIES
 from ttsfarm.settings import Settings
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
@@ -152,7 +152,7 @@ def test_a_job_longer_than_the_visibility_timeout_runs_once(
 def test_a_bucket_is_created_in_any_region(s3_endpoint: str, s3, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Outside us-east-1, S3 wants the region named when a bucket is made (a worker with
     TTSFARM_S3_CREATE_BUCKET in eu-west-1 failed before)."""
-    from ttsfarm.s3 import S3Storage, make_client
+    from ttsfarm.storage.s3 import S3Storage, make_client
 
     for key, value in CREDENTIALS.items():
         monkeypatch.setenv(key, value)

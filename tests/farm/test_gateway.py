@@ -28,8 +28,8 @@ from tests.farm.conftest import (
     start_gateway,
 )
 from ttsfarm.cli import main
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobResult, audio_key
-from ttsfarm.registry import JobRegistry
 
 SENTENCE = "The gateway speaks through the farm."
 

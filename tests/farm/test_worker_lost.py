@@ -8,9 +8,9 @@ from pathlib import Path
 import redis
 
 from producer import Client
+from synthesis.scratch import LOCK_SUFFIX, TEMP_PREFIX, job_folder
 from tests.farm.conftest import REDIS_SERVER, WorkerProcess, farm_env, wait_for
 from ttsfarm.settings import Settings
-from worker.scratch import LOCK_SUFFIX, TEMP_PREFIX, job_folder
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 LOST_REDIS_URL = f"{REDIS_SERVER}/12"  # own database: its short visibility timeout stays here

@@ -1,0 +1,159 @@
+"""Building the in-process synthesizer from settings (used by the CLI and by workers).
+
+Batching defaults depend on where the engine runs, from the H200 and CPU measurements in
+``docs/benchmarks.md``: on a GPU, batches of up to 32 (the knee of the throughput curve), a
+budget of 16,384 padded phoneme ids per batch, and no padding cap (batches are padded to
+fixed shape buckets anyway). On a CPU a batch is no faster per item than single items and
+any padding is lost work (batch 8 ran 8-10% slower than batch 1, batch 8 with under 2%
+padding 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
+batch anyway (at most 15% padding then).
+
+On a GPU three runner threads form and run batches, three engine runs may be on the device
+at once, and text is segmented by a pool of processes, so that the host keeps the GPU fed; on a
+CPU all three stay at their simplest (one runner, one run, the job's own thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Final, cast
+
+from synthesis.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
+from synthesis.engine import EngineOptions, Precision, Provider
+from synthesis.engines import ENGINE_KINDS, EngineKind, VoiceEngine, load_engine
+from synthesis.frontend import TextFrontend
+from synthesis.pipeline import Synthesizer
+from synthesis.sessions import cpu_count, gpu_count, wants_cuda
+from ttsfarm.errors import InvalidInput
+from ttsfarm.settings import Settings
+from ttsfarm.voices import Voice
+
+GPU_MAX_BATCH: Final = 32
+CPU_MAX_BATCH: Final = 1
+GPU_MAX_PADDED_IDS: Final = 16_384
+GPU_RUNNERS: Final = 3
+GPU_CONCURRENT_RUNS: Final = 3
+GPU_TEXT_PROCESSES: Final = 4
+"""Text processes of a GPU worker at most: four kept one H200 fed (1.4-1.6 cores busy at about
+4,000 stored audio s/s, run 9); eight did no better."""
+GPU_WORKER_CORES: Final = 5
+"""Cores a GPU worker's own process keeps busy at full speed (4.5-4.8 in runs 9-10: Celery,
+batcher runners, encoding, storage). Text processes get what a GPU's share of the host leaves."""
+GPU_CONCURRENCY: Final = 32
+CPU_CONCURRENCY: Final = 16
+SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
+
+
+def gpu_text_processes(cores: int, gpus: int) -> int:
+    """Text processes for one GPU worker on a host of ``cores`` cores and ``gpus`` GPUs (one
+    worker each): what the worker's share of the cores leaves after its own process, 1 to 4."""
+    share = cores // max(gpus, 1)
+    return max(1, min(GPU_TEXT_PROCESSES, share - GPU_WORKER_CORES))
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """The batcher's limits, resolved for the device the engine runs on."""
+
+    max_batch: int
+    max_padded_ids: int | None
+    max_padding_ratio: float
+    runners: int = 1
+    concurrent_runs: int = 1
+    text_processes: int = 0
+
+    @classmethod
+    def for_settings(cls, settings: Settings, on_gpu: bool) -> BatchPolicy:
+        """Each limit from the settings where set, else this device's default."""
+        if on_gpu:
+            text_processes = gpu_text_processes(cpu_count(), gpu_count())
+            defaults = cls(
+                GPU_MAX_BATCH, GPU_MAX_PADDED_IDS, 1.0, GPU_RUNNERS, GPU_CONCURRENT_RUNS, text_processes
+            )
+        else:
+            defaults = cls(CPU_MAX_BATCH, None, DEFAULT_MAX_PADDING_RATIO)
+        for name in ("max_batch", "batch_runners", "concurrent_runs"):
+            value = getattr(settings, name)
+            if value is not None and value < 1:
+                raise InvalidInput(f"TTSFARM_{name.upper()} must be at least 1, not {value}")
+        if settings.text_processes is not None and settings.text_processes < 0:
+            raise InvalidInput(f"TTSFARM_TEXT_PROCESSES must be 0 or more, not {settings.text_processes}")
+
+        def pick(value: int | None, default: int) -> int:
+            return default if value is None else value
+
+        return cls(
+            max_batch=defaults.max_batch if settings.max_batch is None else settings.max_batch,
+            max_padded_ids=defaults.max_padded_ids
+            if settings.max_padded_ids is None
+            else settings.max_padded_ids,
+            max_padding_ratio=defaults.max_padding_ratio
+            if settings.max_padding_ratio is None
+            else settings.max_padding_ratio,
+            runners=pick(settings.batch_runners, defaults.runners),
+            concurrent_runs=pick(settings.concurrent_runs, defaults.concurrent_runs),
+            text_processes=pick(settings.text_processes, defaults.text_processes),
+        )
+
+
+def worker_concurrency(settings: Settings, on_gpu: bool) -> int:
+    """Jobs a farm worker runs at once: the setting, else the default for where it runs."""
+    if settings.concurrency is not None:
+        return settings.concurrency
+    return GPU_CONCURRENCY if on_gpu else CPU_CONCURRENCY
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    if settings.provider not in ("auto", "cuda", "cpu"):
+        raise InvalidInput(f"TTSFARM_PROVIDER must be auto, cuda or cpu, not {settings.provider!r}")
+    if settings.precision not in ("auto", "fp16", "fp32"):
+        raise InvalidInput(f"TTSFARM_PRECISION must be auto, fp16 or fp32, not {settings.precision!r}")
+    if settings.engine not in ENGINE_KINDS:
+        raise InvalidInput(f"TTSFARM_ENGINE must be auto, staged or single, not {settings.engine!r}")
+    if settings.shape_buckets not in SHAPE_BUCKETS:
+        raise InvalidInput(f"TTSFARM_SHAPE_BUCKETS must be auto, on or off, not {settings.shape_buckets!r}")
+    return EngineOptions(
+        provider=cast(Provider, settings.provider),
+        device_id=settings.gpu,
+        cpu_threads=settings.cpu_threads,
+        precision=cast(Precision, settings.precision),
+        shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
+    )
+
+
+def build_synthesizer(settings: Settings) -> Synthesizer:
+    options = engine_options(settings)
+    on_gpu = wants_cuda(options.provider)
+    policy = BatchPolicy.for_settings(settings, on_gpu)
+    # A warm-up run makes the GPU's first batch fast; on a CPU the first run is no slower.
+    options = replace(options, concurrent_runs=policy.concurrent_runs, warmup=on_gpu)
+
+    kind = cast(EngineKind, settings.engine)
+
+    def load_voice_engine(voice: Voice) -> VoiceEngine:
+        engine = load_engine(voice, options, kind, policy.max_batch)
+        if settings.prewarm and engine.on_gpu:
+            engine.prepare([policy.max_batch])
+        return engine
+
+    batcher = Batcher(
+        load_voice_engine,
+        max_batch=policy.max_batch,
+        max_wait=settings.max_wait_ms / 1000,
+        max_padded_ids=policy.max_padded_ids,
+        max_padding_ratio=policy.max_padding_ratio,
+        runners=policy.runners,
+    )
+    frontend = TextFrontend(settings.max_phoneme_ids, policy.text_processes)
+    return Synthesizer(batcher, frontend, voices_dir=settings.voices_dir, temp_dir=settings.temp_dir)
+
+
+@contextmanager
+def local_synthesizer(settings: Settings) -> Iterator[Synthesizer]:
+    synthesizer = build_synthesizer(settings)
+    try:
+        yield synthesizer
+    finally:
+        synthesizer.close()

@@ -1,0 +1,60 @@
+"""Which engine runs a voice: the staged engine (v2) on a GPU, the single session elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+
+from synthesis.engine import Engine, EngineOptions
+from synthesis.sessions import wants_cuda
+from ttsfarm.voices import Voice
+
+if TYPE_CHECKING:
+    from synthesis.staged import StagedEngine
+
+log = logging.getLogger(__name__)
+
+EngineKind = Literal["auto", "staged", "single"]
+ENGINE_KINDS: Final = ("auto", "staged", "single")
+
+STAGED_FROM_BATCH: Final = 16
+"""``auto`` runs a GPU voice staged for batches of at least this many segments: its waveform
+graphs run one at a time, which small batches leave the GPU idle for (run 8: at batch 8 with 3
+runners, 1,908 speech s/s against the single session's 2,435; run 12's shorter series had them
+the other way round, 2,466 against 1,878)."""
+VoiceEngine: TypeAlias = "Engine | StagedEngine"
+"""What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
+
+
+def wants_staged(kind: EngineKind, on_gpu: bool, max_batch: int) -> bool:
+    """Whether to run a voice staged (engine v2): asked for, or ``auto`` on a GPU with batches
+    of at least :data:`STAGED_FROM_BATCH`.
+
+    Run 12 on an H200 (docs/benchmarks.md) put the staged engine as it stands back through the
+    farm: 400 of 400 FLAC jobs stored, 3,569 stored audio s/s against 3,349 for the single
+    session, ready in 23.5 s against 33.1 s, and its quality texts as intelligible as piper's.
+    Run 11's all-NaN segments came from two changes since taken out (NHWC graphs, expand off the
+    lane); a segment that is not finite is never written in any case (``InvalidAudio``).
+    """
+    if kind == "auto":
+        return on_gpu and max_batch >= STAGED_FROM_BATCH
+    return kind == "staged"
+
+
+def load_engine(
+    voice: Voice, options: EngineOptions, kind: EngineKind = "auto", max_batch: int = STAGED_FROM_BATCH
+) -> VoiceEngine:
+    """The engine for ``voice`` (see :func:`wants_staged`).
+
+    A voice whose graph cannot be cut into stages runs in the single-session engine, with a log
+    line saying why; ``staged`` asked for explicitly then does the same.
+    """
+    if wants_staged(kind, wants_cuda(options.provider), max_batch):
+        from synthesis.staged import StagedEngine  # not imported for the CPU's single session
+        from synthesis.stages import UnsupportedGraph
+
+        try:
+            return StagedEngine(voice, options)
+        except UnsupportedGraph as error:
+            log.warning("voice %s does not split into stages (%s): single-session engine", voice.name, error)
+    return Engine(voice, options)

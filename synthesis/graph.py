@@ -1,0 +1,65 @@
+"""Edits to a Piper (VITS) ONNX graph made at load time, before the session is built.
+
+- :func:`expose_durations` adds the per-phoneme durations (the graph's only ``Ceil``) as an output,
+  so each batched item can be trimmed to exactly ``sum(durations) * hop_length`` samples.
+- :func:`add_frame_floor` lets the caller fix the decoder's length in frames. The CUDA provider
+  rebuilds a cuDNN plan for every convolution whenever its input shape differs from the previous
+  run's, which costs more than the synthesis itself; with a floor chosen per shape bucket, every run
+  of a session sees the same shapes. Frames past an item's own length are padding and get trimmed.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from synthesis.buckets import MIN_FRAMES_INPUT
+
+
+def expose_durations(model: onnx.ModelProto) -> str:
+    """Add the ``Ceil`` durations tensor to the graph outputs; return its name."""
+    ceil_outputs = [out for node in model.graph.node if node.op_type == "Ceil" for out in node.output]
+    if len(ceil_outputs) != 1:
+        raise ValueError(f"expected one Ceil node in a Piper voice, found {len(ceil_outputs)}")
+    name = str(ceil_outputs[0])
+    if all(output.name != name for output in model.graph.output):
+        model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [None, None, None]))
+    return name
+
+
+def add_frame_floor(model: onnx.ModelProto, granularity: int) -> str:
+    """Make the decoder length ``max(min_frames, round_up(longest item, granularity))``.
+
+    Piper computes the number of output frames as the ``ReduceMax`` of the items' lengths and
+    feeds it to a ``Range`` that builds the frame mask; everything after (flow, decoder) takes its
+    length from that mask. The new value is fed to the same consumers. Returns the input's name.
+    """
+    if granularity < 1:
+        raise ValueError("granularity must be at least 1")
+    if any(i.name == MIN_FRAMES_INPUT for i in model.graph.input):
+        return MIN_FRAMES_INPUT
+    maxima = [node for node in model.graph.node if node.op_type == "ReduceMax"]
+    if len(maxima) != 1:
+        raise ValueError(f"expected one ReduceMax node in a Piper voice, found {len(maxima)}")
+    longest = maxima[0].output[0]
+    prefix = "/ttsfarm/frame_floor"
+    step = helper.make_tensor(f"{prefix}/step", TensorProto.INT64, [], [granularity])
+    step_less_one = helper.make_tensor(f"{prefix}/step_less_one", TensorProto.INT64, [], [granularity - 1])
+    model.graph.initializer.extend([step, step_less_one])
+    nodes = [
+        helper.make_node("Add", [longest, step_less_one.name], [f"{prefix}/sum"], name=f"{prefix}/Add"),
+        helper.make_node("Div", [f"{prefix}/sum", step.name], [f"{prefix}/steps"], name=f"{prefix}/Div"),
+        helper.make_node("Mul", [f"{prefix}/steps", step.name], [f"{prefix}/rounded"], name=f"{prefix}/Mul"),
+        helper.make_node(
+            "Max", [f"{prefix}/rounded", MIN_FRAMES_INPUT], [f"{prefix}/frames"], name=f"{prefix}/Max"
+        ),
+    ]
+    for node in model.graph.node:
+        for index, name in enumerate(node.input):
+            if name == longest:
+                node.input[index] = f"{prefix}/frames"
+    position = list(model.graph.node).index(maxima[0]) + 1
+    for offset, node in enumerate(nodes):
+        model.graph.node.insert(position + offset, node)
+    model.graph.input.append(helper.make_tensor_value_info(MIN_FRAMES_INPUT, TensorProto.INT64, []))
+    return MIN_FRAMES_INPUT

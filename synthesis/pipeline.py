@@ -1,0 +1,239 @@
+"""The job pipeline: text in, one stored audio file out, with bounded memory for any length."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from synthesis.audio import SegmentWriter
+from synthesis.batcher import Batcher
+from synthesis.engine import EngineItem, Scales
+from synthesis.frontend import TextFrontend
+from synthesis.scratch import job_folder
+from synthesis.text import Segment
+from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.files import sha256_file
+from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
+from ttsfarm.storage import Storage
+from ttsfarm.voices import Voice, resolve_voice
+
+log = logging.getLogger(__name__)
+
+SEGMENTS_AHEAD_PER_BATCH: Final = 3
+"""A job keeps this many batches' worth of segments queued in the batcher: enough to
+fill batches, few enough that finished audio waiting to be written stays small."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a job has come."""
+
+    segments_done: int
+    segments_total: int
+    audio_seconds: float
+
+    @property
+    def fraction(self) -> float:
+        return self.segments_done / self.segments_total if self.segments_total else 1.0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class Synthesizer:
+    """Turns job requests into stored audio. One per process; share it between threads."""
+
+    def __init__(
+        self,
+        batcher: Batcher,
+        frontend: TextFrontend | None = None,
+        voices_dir: str | None = None,
+        temp_dir: str | None = None,
+    ) -> None:
+        self.batcher = batcher
+        self.frontend = frontend or TextFrontend()
+        self.voices_dir = voices_dir
+        self.temp_dir = temp_dir
+        self._preloads: dict[str, threading.Thread] = {}
+        self._preloads_lock = threading.Lock()
+        self._voices: dict[str, Voice] = {}
+        self._voices_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the batcher and the text processes; jobs still running fail."""
+        with self._preloads_lock:
+            preloads = list(self._preloads.values())
+        for thread in preloads:  # an engine still loading finishes first: no exit mid-build
+            thread.join()
+        self.batcher.close()
+        self.frontend.close()
+
+    def preload(self, voice: Voice) -> None:
+        """Start loading the voice's engine in the background, once per voice.
+
+        Building its session takes seconds and mostly runs outside the GIL, so the text is
+        segmented meanwhile instead of after. A load that fails is left to the batch that needs
+        the engine: it loads again and fails with the error, as without a preload.
+        """
+        key = str(voice.model_path)
+        with self._preloads_lock:
+            if key in self._preloads:
+                return
+            thread = threading.Thread(
+                target=self._load_quietly, args=(voice,), name="ttsfarm-preload", daemon=True
+            )
+            self._preloads[key] = thread
+        thread.start()
+
+    def _load_quietly(self, voice: Voice) -> None:
+        try:
+            self.batcher.engine(voice)
+        except Exception as error:  # reported by the batch that needs the engine
+            log.debug("preloading voice %s failed: %s", voice.name, error)
+
+    def voice(self, name_or_path: str) -> Voice:
+        """The voice of that name, looked up on disk once per name (every job asks)."""
+        with self._voices_lock:
+            found = self._voices.get(name_or_path)
+        if found is None:
+            found = resolve_voice(name_or_path, self.voices_dir)
+            with self._voices_lock:
+                self._voices[name_or_path] = found
+        return found
+
+    def scales(self, voice: Voice, options: SynthesisOptions) -> Scales:
+        def pick(value: float | None, default: float) -> float:
+            return default if value is None else float(value)
+
+        return Scales(
+            pick(options.noise_scale, voice.noise_scale),
+            pick(options.length_scale, voice.length_scale),
+            pick(options.noise_w, voice.noise_w),
+        )
+
+    def check(self, request: JobRequest) -> None:
+        """Raise what :meth:`synthesize` would raise before any audio (unknown voice or speaker,
+        bad options, nothing to speak); only the text's first segment is made."""
+        self._stream(request)
+
+    def synthesize(
+        self,
+        request: JobRequest,
+        storage: Storage,
+        key: str,
+        progress: ProgressCallback | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> JobResult:
+        """Speak ``request.text`` and store the encoded audio under ``key``.
+
+        Segments are made as synthesis goes (a few batches ahead), so the first audio does not
+        wait for the whole text to be phonemized. The voice's engine starts loading before the
+        first segment is made."""
+        voice, segments = self._stream(request, preload=True)
+        with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
+            encoded = folder / f"speech.{request.format}"
+            writer = SegmentWriter(encoded, voice.sample_rate, request.format)
+            try:
+                self._speak(voice, request, segments, writer, progress, cancelled)
+            finally:
+                writer.close()
+            digest = sha256_file(encoded)
+            size = encoded.stat().st_size
+            if cancelled is not None and cancelled():
+                raise Cancelled("the job was cancelled")
+            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
+        log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
+        return JobResult(
+            job_id=request.job_id,
+            location=stored.location,
+            url=stored.url,
+            format=request.format,
+            sample_rate=voice.sample_rate,
+            duration=writer.duration,
+            size=size,
+            sha256=digest,
+            segments=tuple(writer.timings),
+        )
+
+    def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
+        """Check the request, then segment its text lazily; the first segment is made here,
+        so a text with nothing to speak fails before anything else happens."""
+        voice = self.voice(request.options.voice)
+        voice.speaker_id(request.options.speaker)
+        self.scales(voice, request.options)
+        if preload:
+            self.preload(voice)
+        segments = self.frontend.segments(voice, request.text)
+        first = next(segments, None)
+        if first is None:
+            raise InvalidInput("the text has nothing to speak: it holds no words")
+        return voice, itertools.chain([first], segments)
+
+    def _speak(
+        self,
+        voice: Voice,
+        request: JobRequest,
+        segments: Iterator[Segment],
+        writer: SegmentWriter,
+        progress: ProgressCallback | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        scales = self.scales(voice, request.options)
+        speaker = voice.speaker_id(request.options.speaker)
+        ahead = SEGMENTS_AHEAD_PER_BATCH * self.batcher.max_batch
+        in_flight: deque[tuple[Segment, Future[np.ndarray]]] = deque()
+        count = _SegmentCount(len(request.text))
+
+        def fill() -> None:
+            while len(in_flight) < ahead and not count.exhausted:
+                segment = next(segments, None)
+                if segment is None:
+                    count.exhausted = True
+                    return
+                count.add(segment)
+                item = EngineItem(segment.phoneme_ids, speaker)
+                in_flight.append((segment, self.batcher.submit(voice, item, scales)))
+
+        try:
+            fill()
+            done = 0
+            while in_flight:
+                segment, future = in_flight.popleft()
+                writer.append(future.result(), segment.text, segment.pause_after)
+                done += 1
+                fill()  # before reporting, so the last report knows the text is exhausted
+                if cancelled is not None and cancelled():
+                    raise Cancelled("the job was cancelled")
+                if progress is not None:
+                    progress(Progress(done, count.total(), writer.duration))
+        finally:
+            for _, future in in_flight:
+                future.cancel()
+
+
+class _SegmentCount:
+    """How many segments a text has: exact once it is all segmented, estimated until then
+    from the characters segmented so far."""
+
+    def __init__(self, text_length: int) -> None:
+        self.text_length = text_length
+        self.made = 0
+        self.characters = 0
+        self.exhausted = False
+
+    def add(self, segment: Segment) -> None:
+        self.made += 1
+        self.characters += len(segment.text) + 1  # and the space or break after it
+
+    def total(self) -> int:
+        if self.exhausted or not self.characters:
+            return self.made
+        return max(self.made, round(self.made * self.text_length / self.characters))

@@ -1,0 +1,500 @@
+"""Engine v2: a voice run as three stages, the waveform stage replayed as a CUDA graph.
+
+``synthesis.stages`` cuts the voice: front (phoneme ids to the prior and durations), expand (the
+prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
+
+- the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
+  input shapes (its data-dependent ``NonZero`` ops keep it from being captured);
+- the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
+  frames it really needs, and builds the frame index and mask;
+- expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
+  the fixed input buffers of that ``(rows, frames)`` bucket's waveform session;
+- the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
+  is replayed. Waveform runs go one at a time on one thread of their own (the engine's
+  *graph lane*), which owns the buffers; fronts of other batches run meanwhile.
+
+Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
+reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
+samples, the durations being those of the fp32 front. Without CUDA (tests, or a graph that will
+not capture) the same stages run with dynamic shapes and no graphs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final, TypeVar
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
+from synthesis.engine import (
+    EngineItem,
+    EngineOptions,
+    EngineOutOfMemory,
+    Scales,
+    filler_ids,
+    is_missing_fp16_plan,
+    is_out_of_memory,
+    padded_feeds,
+    warmup_ids,
+)
+from synthesis.precision import convert_to_fp16
+from synthesis.sessions import (
+    CUDA,
+    Precision,
+    build_session,
+    check_device,
+    providers_for,
+    session_options,
+    share_gpu_arena,
+    wants_cuda,
+)
+from synthesis.stages import (
+    AUDIO_OUTPUT,
+    EXPAND_INDEX,
+    EXPAND_LOG_STD,
+    EXPAND_MASK,
+    EXPAND_MEAN,
+    EXPAND_NOISE_SCALE,
+    VoiceStages,
+    extra_input,
+    split_voice,
+    with_fixed_inputs,
+)
+from ttsfarm.voices import Voice
+
+log = logging.getLogger(__name__)
+
+FRAME_BUCKETS: Final = (64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536)
+"""Decoder lengths (frames) a batch is padded up to on the GPU: one captured graph each per row
+bucket. A batch takes the smallest that holds its longest item's real frame count."""
+FRAME_STEP_PAST_BUCKETS: Final = 256
+FRAMES_PER_ID_AT_MOST: Final = 2.8
+"""Frames per phoneme id that :meth:`StagedEngine.prepare` captures graphs for (at length scale
+1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
+DEFAULT_MAX_GRAPHS: Final = 64
+"""Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
+GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
+"""With ``prefer_nhwc`` among the CUDA options, each waveform graph keeps an arena of its own: in
+one shared arena NHWC graphs returned NaN inside a running worker (run 12: 131 of 400 farm jobs
+stored); each on its own, 400 of 400 (docs/benchmarks.md)."""
+SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
+"""Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
+(and says when it has none in fp16) outside the capture."""
+
+_lanes: dict[int, ThreadPoolExecutor] = {}
+_lanes_lock = threading.Lock()
+
+
+def graph_lane(device_id: int) -> ThreadPoolExecutor:
+    """The one thread that runs every waveform graph of this process on ``device_id``.
+
+    Captured graphs share one arena: a replay writes to the addresses it was captured with, so
+    no two may run at once, and nothing else may allocate from that arena (see
+    ``synthesis.sessions.ArenaUser``). Weights live outside it.
+    """
+    with _lanes_lock:
+        if device_id not in _lanes:
+            _lanes[device_id] = ThreadPoolExecutor(1, thread_name_prefix=f"ttsfarm-graphs{device_id}")
+        return _lanes[device_id]
+
+
+T = TypeVar("T")
+
+
+def frame_bucket(frames: int) -> int:
+    for size in FRAME_BUCKETS:
+        if size >= frames:
+            return size
+    return round_up(frames, FRAME_STEP_PAST_BUCKETS)
+
+
+def row_bucket(rows: int) -> int:
+    return bucket_for(rows, 1, 1.0).rows
+
+
+@dataclass
+class WaveformSlot:
+    """One ``(rows, frames)`` shape of the waveform stage: a session and its fixed buffers."""
+
+    session: ort.InferenceSession
+    binding: Any
+    inputs: dict[str, ort.OrtValue]
+    output: ort.OrtValue
+    fp32: bool
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class FrontResult:
+    """What the front stage hands to expand: device values, and the durations on the host."""
+
+    mean_t: ort.OrtValue
+    log_std_t: ort.OrtValue
+    extras: dict[str, ort.OrtValue]
+    durations: np.ndarray
+    """Frames per phoneme, ``(rows, ids)``, int64."""
+
+
+class StagedEngine:
+    """Same interface as :class:`synthesis.engine.Engine`; see the module docstring."""
+
+    def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
+        self.voice = voice
+        self.options = options = options or EngineOptions()
+        use_cuda = wants_cuda(options.provider)
+        self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
+        self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
+        self.graphs = use_cuda and self.buckets
+        """Waveform buckets are captured as CUDA graphs; without CUDA they run as plain sessions."""
+        self.sessions_built = 0
+        self.session_seconds = 0.0
+        self.capture_seconds = 0.0
+        self.frame_overflows = 0
+        """Batches that needed more frames than :data:`MAX_BATCH_FRAMES` allows, and ran in halves."""
+        self.precision_fallbacks = 0
+        self.last_bucket: Bucket | None = None
+        self.warmup_seconds = 0.0
+        self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
+        """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
+        stages = split_voice(onnx.load(str(voice.model_path)))
+        self.stages: VoiceStages = stages
+        self._waveform_fp32 = stages.waveform
+        half = self.precision == "fp16"
+        self._waveform = convert_to_fp16(stages.waveform, whole_graph=True) if half else None
+        self._device = "cuda" if use_cuda else "cpu"
+        self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
+        graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
+        self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
+        self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
+        nhwc = dict(options.cuda_options).get("prefer_nhwc") == "1"
+        shared = self.graphs and not nhwc and share_gpu_arena(options.device_id, "graphs")
+        if self.graphs and not shared and not nhwc:
+            log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
+        self._graph_options = session_options(options.cpu_threads, shared, options.profile_prefix, True)
+        self._skip_capture = ort.RunOptions()
+        for key, value in SKIP_CAPTURE:
+            self._skip_capture.add_run_config_entry(key, value)
+        self._lock = threading.Lock()
+        self._fronts: OrderedDict[tuple[int, int] | None, ort.InferenceSession] = OrderedDict()
+        self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
+        self._building: dict[object, threading.Lock] = {}
+        self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
+        self._lane = graph_lane(options.device_id) if self.buckets else None
+        self._expand = self._build(stages.expand.SerializeToString(), self._front_options, self._providers)
+        self._waveform_dynamic: ort.InferenceSession | None = None
+        first = self._front(self._front_key(1, len(warmup_ids(voice))))
+        self._input_names = {i.name for i in first.get_inputs()}
+        check_device(first, use_cuda, options.device_id)
+        self.provider: str = first.get_providers()[0]
+        log.info(
+            "voice %s loaded on %s (%s, staged%s)",
+            voice.name,
+            self.provider,
+            self.precision,
+            ", CUDA graphs" if self.graphs else "",
+        )
+        if options.warmup:
+            started = time.perf_counter()
+            self.run([EngineItem(warmup_ids(voice))], self.default_scales())
+            self.warmup_seconds = time.perf_counter() - started
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider == CUDA
+
+    def limit_runs(self, runs: int) -> None:
+        """Allow ``runs`` front runs at once from now on; call it while none is running."""
+        self._run_slots = threading.BoundedSemaphore(max(runs, 1))
+
+    def default_scales(self) -> Scales:
+        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+
+    def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
+        """Rows and phoneme ids a batch of these item lengths is computed as."""
+        key = self._front_key(len(lengths), max(lengths))
+        return key if key else (len(lengths), max(lengths))
+
+    def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
+        """Build the front sessions and capture the waveform graphs for these batch sizes."""
+        if not self.buckets:
+            return 0
+        done = 0
+        scales = Scales(0.0, 1.0, 0.0)
+        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
+        for rows in sorted({row_bucket(size) for size in batch_sizes}):
+            for ids in (size for size in ID_BUCKETS if size <= max_ids):
+                self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
+                done += 1
+            for frames in (size for size in FRAME_BUCKETS if size <= top):
+                self._on_lane(partial(self._capture, rows, frames))
+                done += 1
+        return done
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        """Synthesize a batch; one float32 waveform per item, ``sum(durations) * hop`` long."""
+        if not items:
+            return []
+        longest = max(len(item.phoneme_ids) for item in items)
+        estimate = bucket_for(len(items), longest, scales.length_scale)
+        if len(items) > 1 and row_bucket(len(items)) * estimate.frames > self.options.max_batch_frames:
+            return self._in_halves(items, scales)
+        try:
+            started = time.perf_counter()
+            with self._run_slots:
+                front = self._run_front(items, scales)
+            self.stage_seconds["front"] += time.perf_counter() - started
+            plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
+            if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
+                self.frame_overflows += 1  # spoke longer than estimated: run it in halves
+                return self._in_halves(items, scales)
+            samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
+            audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if is_out_of_memory(error):
+                raise EngineOutOfMemory(str(error)) from error
+            raise
+        return [audio[row, : samples[row]].copy() for row in range(len(items))]
+
+    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        middle = len(items) // 2
+        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+
+    def end_profiling(self) -> list[str]:
+        if not self.options.profile_prefix:
+            return []
+        sessions = [*self._fronts.values(), *(slot.session for slot in self._slots.values())]
+        return [str(session.end_profiling()) for session in sessions]
+
+    # front
+
+    def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
+        """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
+        second or so, more than the spare rows (``prepare`` builds the full batch size)."""
+        if not self.buckets:
+            return None
+        bucket = bucket_for(rows, longest, 1.0)
+        with self._lock:
+            if (bucket.rows, bucket.ids) in self._fronts:
+                return bucket.rows, bucket.ids
+            larger = [key for key in self._fronts if key and key[1] == bucket.ids and key[0] > bucket.rows]
+        return min(larger) if larger else (bucket.rows, bucket.ids)
+
+    def _run_front(self, items: Sequence[EngineItem], scales: Scales) -> FrontResult:
+        longest = max(len(item.phoneme_ids) for item in items)
+        key = self._front_key(len(items), longest)
+        rows, width = key if key else (len(items), longest)
+        feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
+        session = self._front(key)
+        binding = session.io_binding()
+        for name, value in feeds.items():
+            if name in self._input_names:
+                binding.bind_cpu_input(name, value)
+        names = self.stages.names
+        on_device = [names.mean_t, names.log_std_t, *names.extras]
+        for name in on_device:
+            binding.bind_output(name, self._device, self.options.device_id)
+        binding.bind_output(names.durations, "cpu")
+        session.run_with_iobinding(binding)
+        values = binding.get_outputs()
+        durations = values[-1].numpy().reshape(rows, width).astype(np.int64)
+        extras = dict(zip(names.extras, values[2:-1], strict=True))
+        return FrontResult(values[0], values[1], extras, durations)
+
+    def _front(self, key: tuple[int, int] | None) -> ort.InferenceSession:
+        def make() -> ort.InferenceSession:
+            model = self.stages.front
+            if key is not None:
+                rows, ids = key
+                dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
+                model = with_fixed_inputs(model, dims)
+            return self._build(model.SerializeToString(), self._front_options, self._providers)
+
+        return self._cached(self._fronts, key, make)
+
+    # waveform (on the graph lane when there is one)
+
+    def _on_lane(self, work: Callable[[], T]) -> T:
+        if self._lane is None:
+            return work()
+        return self._lane.submit(work).result()
+
+    def _frame_plan(self, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
+        rows, width = durations.shape
+        frames_needed = max(int(durations.sum(axis=1).max()), 1)
+        frames = frame_bucket(frames_needed) if self.buckets else frames_needed
+        index = np.empty((rows, frames), dtype=np.int64)
+        mask = np.zeros((rows, 1, frames), dtype=np.float32)
+        for row in range(rows):
+            spoken = np.repeat(np.arange(width, dtype=np.int64), durations[row])
+            index[row, : len(spoken)] = spoken + row * width
+            index[row, len(spoken) :] = row * width
+            mask[row, 0, : len(spoken)] = 1.0
+        self.last_bucket = Bucket(rows, width, frames)
+        return index, mask
+
+    def _run_waveform(
+        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
+    ) -> np.ndarray:
+        index, mask = plan
+        rows, frames = index.shape
+        expand = self._expand.io_binding()
+        expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
+        expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
+        expand.bind_cpu_input(EXPAND_INDEX, index)
+        expand.bind_cpu_input(EXPAND_MASK, mask)
+        expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
+        for name, value in front.extras.items():
+            expand.bind_ortvalue_input(extra_input(name), value)
+        if not self.buckets:
+            return self._run_dynamic(expand)
+        slot = self._slot(rows, frames)
+        for name, buffer in slot.inputs.items():
+            expand.bind_ortvalue_output(name, buffer)
+        started = time.perf_counter()
+        self._expand.run_with_iobinding(expand)
+        expanded = time.perf_counter()
+        slot = self._replay(slot, rows, frames)
+        replayed = time.perf_counter()
+        audio = np.asarray(slot.output.numpy()).reshape(rows, -1)
+        self.stage_seconds["expand"] += expanded - started
+        self.stage_seconds["waveform"] += replayed - expanded
+        self.stage_seconds["copy"] += time.perf_counter() - replayed
+        return audio
+
+    def _run_dynamic(self, expand: Any) -> np.ndarray:
+        names = self.stages.names
+        outputs = [names.prior, names.mask, *names.extras]
+        for name in outputs:
+            expand.bind_output(name, self._device, self.options.device_id)
+        self._expand.run_with_iobinding(expand)
+        if self._waveform_dynamic is None:
+            model = self._waveform or self._waveform_fp32
+            built = self._build(model.SerializeToString(), self._front_options, self._providers)
+            self._waveform_dynamic = built
+        binding = self._waveform_dynamic.io_binding()
+        for name, value in zip(outputs, expand.get_outputs(), strict=True):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output(AUDIO_OUTPUT, "cpu")
+        self._waveform_dynamic.run_with_iobinding(binding)
+        audio = binding.get_outputs()[0].numpy()
+        return np.asarray(audio).reshape(audio.shape[0], -1)
+
+    def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
+        """Run the slot's session; returns the slot that ran (an fp32 one if fp16 has no plan).
+
+        With graphs, the first run is not captured: cuDNN builds its plans then (and says if it
+        has none in fp16) outside any capture. The second run captures, later ones replay.
+        """
+        try:
+            if self.graphs and slot.runs == 0:
+                slot.session.run_with_iobinding(slot.binding, self._skip_capture)
+            else:
+                slot.session.run_with_iobinding(slot.binding)
+            slot.runs += 1
+            return slot
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if slot.fp32 or slot.runs or not is_missing_fp16_plan(error):
+                raise
+            first_line = str(error).splitlines()[0][:200]
+        log.warning("no fp16 plan for %d x %d frames, it runs fp32: %s", rows, frames, first_line)
+        self.precision_fallbacks += 1
+        fp32 = self._new_slot(rows, frames, fp32=True)
+        for name, buffer in slot.inputs.items():  # expand already wrote this batch's input there
+            fp32.inputs[name].update_inplace(buffer.numpy())
+        with self._lock:
+            self._slots[(rows, frames)] = fp32
+        return self._replay(fp32, rows, frames)
+
+    def _capture(self, rows: int, frames: int) -> None:
+        """Capture the ``(rows, frames)`` graph ahead of use (on the lane)."""
+        slot = self._slot(rows, frames)
+        started = time.perf_counter()
+        while slot.runs < 2:
+            slot = self._replay(slot, rows, frames)
+        self.capture_seconds += time.perf_counter() - started
+
+    def _slot(self, rows: int, frames: int) -> WaveformSlot:
+        return self._cached(self._slots, (rows, frames), lambda: self._new_slot(rows, frames, fp32=False))
+
+    def _new_slot(self, rows: int, frames: int, fp32: bool) -> WaveformSlot:
+        names = self.stages.names
+        model = self._waveform_fp32 if fp32 or self._waveform is None else self._waveform
+        dims: dict[str, tuple[int, ...]] = {
+            names.prior: (rows, names.channels, frames),
+            names.mask: (rows, 1, frames),
+        }
+        types: dict[str, Any] = dict.fromkeys(dims, np.float32)
+        for value in model.graph.input:
+            if value.name in names.extras:  # split_voice checked: rows first, then fixed sizes
+                tensor = value.type.tensor_type
+                dims[value.name] = (rows, *(dim.dim_value for dim in tensor.shape.dim[1:]))
+                types[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        fixed = with_fixed_inputs(model, dims).SerializeToString()
+        try:
+            session = self._build(fixed, self._graph_options, self._graph_providers)
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if not self.graphs or is_out_of_memory(error):
+                raise
+            log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
+            self.graphs, self._graph_providers = False, self._providers
+            session = self._build(fixed, self._graph_options, self._graph_providers)
+        device = self.options.device_id
+        inputs = {
+            name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name], self._device, device)
+            for name, shape in dims.items()
+        }
+        rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
+        audio_shape = [rows, *[1] * (rank - 2), frames * self.voice.hop_length]
+        output = ort.OrtValue.ortvalue_from_shape_and_type(audio_shape, np.float32, self._device, device)
+        slot = WaveformSlot(session, None, inputs, output, fp32)
+        self._bind_slot(slot)
+        return slot
+
+    @staticmethod
+    def _bind_slot(slot: WaveformSlot) -> None:
+        binding = slot.session.io_binding()
+        for name, buffer in slot.inputs.items():
+            binding.bind_ortvalue_input(name, buffer)
+        binding.bind_ortvalue_output(AUDIO_OUTPUT, slot.output)
+        slot.binding = binding
+
+    # sessions
+
+    def _cached(self, cache: OrderedDict[Any, T], key: Any, make: Callable[[], T]) -> T:
+        """The cached value for ``key``, made on first use; a build holds only its key's lock."""
+        with self._lock:
+            if key in cache:
+                cache.move_to_end(key)
+                return cache[key]
+            building = self._building.setdefault((id(cache), key), threading.Lock())
+        with building:
+            with self._lock:
+                if key in cache:
+                    return cache[key]
+            value = make()
+            with self._lock:
+                cache[key] = value
+                self._building.pop((id(cache), key), None)
+                while len(cache) > max(self.options.max_sessions, 1):
+                    evicted, _ = cache.popitem(last=False)
+                    log.info("voice %s: dropped the stage session of %s", self.voice.name, evicted)
+        return value
+
+    def _build(self, model: bytes, options: ort.SessionOptions, providers: list[Any]) -> ort.InferenceSession:
+        started = time.perf_counter()
+        session = build_session(model, options, providers)
+        with self._lock:
+            self.sessions_built += 1
+            self.session_seconds += time.perf_counter() - started
+        return session

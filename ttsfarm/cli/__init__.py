@@ -1,0 +1,46 @@
+"""The ``ttsfarm`` command: the edge where settings are read and every command is registered.
+
+Each command lives in a module of this package and is added to :func:`main` below, by name;
+commands import the engine, the farm client or the gateway only when they run, so that
+``ttsfarm status`` stays light.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from ttsfarm.cli.bench import bench
+from ttsfarm.cli.book import audiobook
+from ttsfarm.cli.farm import cancel, fetch, status, submit, worker
+from ttsfarm.cli.gateway import keys, serve
+from ttsfarm.cli.synth import synth, voices
+from ttsfarm.errors import TtsfarmError
+from ttsfarm.settings import Settings
+
+
+class _Group(click.Group):
+    """Turns every ttsfarm error into one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TtsfarmError as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.version_option(package_name="ttsfarm")
+@click.pass_context
+def main(ctx: click.Context, verbose: int) -> None:
+    """Batch text-to-speech on GPUs: local runs, or a farm of Celery workers."""
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = Settings.load()
+
+
+for _command in (synth, voices, submit, status, fetch, cancel, worker, audiobook, serve, keys, bench):
+    main.add_command(_command)

@@ -1,0 +1,63 @@
+"""Pieces the ttsfarm commands share: voice options, the text to speak, one-line results."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Final
+
+import click
+
+from ttsfarm.inputs import read_text_file
+from ttsfarm.jobs import AUDIO_FORMATS, JobResult, SynthesisOptions, check_text
+from ttsfarm.settings import Settings
+
+
+def options_from(
+    voice: str | None, speaker: int | None, length_scale: float | None, settings: Settings
+) -> SynthesisOptions:
+    return SynthesisOptions(voice=voice or settings.voice, speaker=speaker, length_scale=length_scale)
+
+
+def text_from(text: str | None, text_file: str | None) -> str:
+    """The text to speak: the argument, the file (``-`` for stdin), or else standard input
+    when something is piped in (as piper reads it)."""
+    if text is not None and text_file is not None:
+        raise click.UsageError("give the text as an argument or with -f FILE, not both")
+    if text is None and text_file is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError(
+                "give the text to speak as an argument, with -f FILE, or on standard input "
+                "(echo 'Hello.' | ttsfarm synth -o hello.wav)"
+            )
+        text_file = "-"
+    return check_text(read_text_file(text_file) if text_file else text or "")
+
+
+def speed(audio_seconds: float, seconds: float) -> str:
+    """How fast against real time, in words that cannot be read backwards."""
+    if seconds <= 0 or audio_seconds <= 0:
+        return ""
+    ratio = audio_seconds / seconds
+    if ratio >= 1:
+        return f"{ratio:.1f}x faster than real time"
+    return f"{1 / ratio:.1f}x slower than real time"
+
+
+def describe(result: JobResult, seconds: float | None = None) -> str:
+    pace = speed(result.duration, seconds) if seconds else ""
+    speed_note = f"; made in {seconds:.1f} s, {pace}" if pace else ""
+    return (
+        f"{result.location}: {result.duration:.1f} s of {result.format} audio at "
+        f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {len(result.segments)} segments{speed_note}"
+    )
+
+
+def voice_options(func: Any) -> Any:
+    func = click.option("--voice", help="Voice name (see `ttsfarm voices`) or a Piper .onnx path.")(func)
+    func = click.option("--speaker", type=int, help="Speaker id of a multi-speaker voice.")(func)
+    func = click.option("--length-scale", type=float, help="Speaking rate: >1 slower, <1 faster.")(func)
+    return func
+
+
+FORMAT_METAVAR: Final = "[" + "|".join(AUDIO_FORMATS) + "]"
+"""``--format`` shows its choices; a wrong one gets the one-line error of ``check_format``."""

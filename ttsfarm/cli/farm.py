@@ -1,0 +1,268 @@
+"""Farm commands: submit, status, fetch, cancel and worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import click
+
+from ttsfarm.cli.common import FORMAT_METAVAR, describe, options_from, text_from, voice_options
+from ttsfarm.errors import Cancelled, JobNotFound, PermanentError
+from ttsfarm.jobs import JobRequest, JobResult, audio_key, check_format, result_key
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+
+if TYPE_CHECKING:
+    from producer.client import Client
+    from ttsfarm.farm.registry import JobStatus
+
+STATUS_POLL_SECONDS: Final = 0.25
+_JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
+
+
+def _client(settings: Settings) -> Client:
+    from producer.client import Client
+
+    return Client.from_env(settings)
+
+
+@click.command()
+@click.argument("text", required=False)
+@click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
+@click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
+@voice_options
+@click.option("--key", help="Idempotency key: submitting the same key twice queues one job.")
+@click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
+@click.pass_obj
+def submit(
+    settings: Settings,
+    text: str | None,
+    text_file: str | None,
+    audio_format: str,
+    voice: str | None,
+    speaker: int | None,
+    length_scale: float | None,
+    key: str | None,
+    wait: bool,
+) -> None:
+    """Queue TEXT (or a file) on the farm and print its job id.
+
+    Without a broker configured the job runs here and its audio goes to the storage folder.
+    """
+    text = text_from(text, text_file)
+    audio_format = check_format(audio_format)
+    if not settings.farm_mode:
+        _run_here(
+            settings, JobRequest(text, options_from(voice, speaker, length_scale, settings), audio_format)
+        )
+        return
+    from ttsfarm.voices import resolve_voice
+
+    # Checked here, as `ttsfarm audiobook` checks its parts, so a mistyped voice is one line now
+    # rather than a failed job later (the Python Client leaves it to workers: a producer there
+    # need not have the voices).
+    resolve_voice(voice or settings.voice, settings.voices_dir).speaker_id(speaker)
+    client = _client(settings)
+    job_id = client.submit(text, voice or settings.voice, audio_format, speaker, length_scale, key)
+    click.echo(job_id)
+    if wait:
+        _follow(client, job_id)
+
+
+def _run_here(settings: Settings, request: JobRequest) -> None:
+    from synthesis.build import local_synthesizer
+    from ttsfarm.progress import ProgressBar
+    from ttsfarm.storage import open_storage
+
+    storage = open_storage(settings)
+    with local_synthesizer(settings) as synthesizer, ProgressBar(request.job_id) as bar:
+        result = synthesizer.synthesize(
+            request, storage, audio_key(request.job_id, request.format), bar.update
+        )
+    # Stored beside the audio, as a worker does: `status` and `fetch` find the job by it.
+    storage.put_bytes(json.dumps(result.to_dict()).encode(), result_key(request.job_id), "application/json")
+    click.echo(request.job_id)
+    click.echo(describe(result), err=True)
+
+
+def _local_result(settings: Settings, job_id: str) -> JobResult:
+    """The result of a job run here by ``submit`` without a broker, from storage."""
+    from ttsfarm.storage import open_storage
+
+    stored = open_storage(settings).get_bytes(result_key(job_id)) if _is_job_id(job_id) else None
+    if stored is None:
+        raise JobNotFound(
+            f"unknown job id {job_id}: with no broker configured (TTSFARM_BROKER_URL), only jobs that "
+            f"`ttsfarm submit` ran here are known, by their results in {settings.storage_url}"
+        )
+    return JobResult.from_dict(json.loads(stored))
+
+
+def _local_status(settings: Settings, job_id: str) -> JobStatus:
+    """A job run here by ``submit`` without a broker: finished, with its result in storage."""
+    from ttsfarm.farm.registry import JobStatus
+
+    result = _local_result(settings, job_id)
+    return JobStatus(
+        job_id,
+        "succeeded",
+        progress=1.0,
+        segments_done=len(result.segments),
+        segments_total=len(result.segments),
+        audio_seconds=result.duration,
+        result=result,
+    )
+
+
+def _is_job_id(job_id: str) -> bool:
+    """Whether ``job_id`` could name a job (never a path into storage)."""
+    return bool(_JOB_ID.fullmatch(job_id))
+
+
+def _follow(client: Client, job_id: str) -> None:
+    from ttsfarm.progress import ProgressBar
+
+    with ProgressBar(job_id[:8]) as bar:
+        while True:
+            status = client.status(job_id)
+            if status.segments_total:
+                bar.update(status)
+            if status.state == "unknown":
+                raise JobNotFound(f"unknown job id {job_id}")
+            if status.done:
+                break
+            time.sleep(STATUS_POLL_SECONDS)
+    _report(status.to_dict())
+    if status.state == "failed":
+        raise PermanentError(f"job {job_id} failed: {status.error}")
+    if status.state == "cancelled":
+        raise Cancelled(f"job {job_id} was cancelled")
+
+
+def _report(status: dict[str, object]) -> None:
+    result = status.get("result")
+    line = f"{status['job_id']}  {status['state']}"
+    if status["state"] == "running":
+        line += f"  {float(status['progress']):.0%}  {float(status['audio_seconds']):.1f} s audio"  # type: ignore[arg-type]
+    if isinstance(result, dict):
+        line += f"  {result['duration']:.1f} s  {result['location']}"
+    if status.get("error"):
+        line += f"  ({status['error']})"
+    click.echo(line)
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--wait", is_flag=True, help="Follow the job with a progress bar until it is done.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole status as JSON.")
+@click.pass_obj
+def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
+    """Show a job's state: queued, running (with progress), succeeded, failed or cancelled.
+    Exits 1 when the job failed or was cancelled."""
+    if not settings.farm_mode:
+        current = _local_status(settings, job_id)
+    else:
+        client = _client(settings)
+        if wait:
+            _follow(client, job_id)
+            return
+        current = client.status(job_id)
+    if current.state == "unknown":
+        raise JobNotFound(f"unknown job id {job_id}")
+    if as_json:
+        click.echo(json.dumps(current.to_dict(), indent=2))
+    else:
+        _report(current.to_dict())
+    if current.state in ("failed", "cancelled"):
+        raise SystemExit(1)
+
+
+@click.command()
+@click.argument("job_id")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(path_type=Path), help="Where to write the audio."
+)
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.pass_obj
+def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
+    """Download a finished job's audio."""
+    if settings.farm_mode:
+        result = _client(settings).fetch(job_id, output, overwrite=force)
+    else:
+        from producer.client import download
+        from ttsfarm.storage import storage_at
+
+        local = _local_result(settings, job_id)
+        result = download(local, output, storage_at(local.location, settings), overwrite=force)
+    click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
+
+
+@click.command()
+@click.argument("job_id")
+@click.pass_obj
+def cancel(settings: Settings, job_id: str) -> None:
+    """Cancel a job: a queued one never runs, a running one stops and stores nothing."""
+    if not settings.farm_mode:  # a job run here finished before `submit` returned
+        _report(_local_status(settings, job_id).to_dict())
+        click.echo("the job had finished: there was nothing to cancel", err=True)
+        return
+    _report(_client(settings).cancel(job_id).to_dict())
+
+
+@click.command()
+@click.option("--gpu", type=int, help="Pin the worker to this GPU (default: settings, else GPU 0).")
+@click.option("--cpu", is_flag=True, help="Run on the CPU even where there is a GPU.")
+@click.option("-c", "--concurrency", type=int, help="Jobs at a time; their segments share batches.")
+@click.option("-n", "--hostname", help="Worker name (default ttsfarm-gpuN@host or ttsfarm-cpu@host).")
+@click.option("-l", "--loglevel", default="INFO", show_default=True)
+@click.pass_obj
+def worker(
+    settings: Settings,
+    gpu: int | None,
+    cpu: bool,
+    concurrency: int | None,
+    hostname: str | None,
+    loglevel: str,
+) -> None:
+    """Start a Celery worker for the farm (one per GPU), loading the model once."""
+    if not settings.farm_mode:
+        raise PermanentError(NO_BROKER_MESSAGE)
+    # The worker's app reads its settings from the environment when it is imported.
+    if gpu is not None:  # a GPU asked for by number: the worker runs on it or stops
+        os.environ["TTSFARM_GPU"] = str(gpu)
+        os.environ["TTSFARM_PROVIDER"] = "cuda"
+    if cpu:
+        os.environ["TTSFARM_PROVIDER"] = "cpu"
+    if concurrency is not None:
+        os.environ["TTSFARM_CONCURRENCY"] = str(concurrency)
+    from synthesis.build import worker_concurrency
+    from worker.app import app, resources
+    from worker.app import settings as worker_settings
+
+    # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
+    # signal handlers, and a worker that cannot load its model or storage would then fail every
+    # job it takes. A setup error (bad setting, missing voice, no storage) stops it instead.
+    resources.storage  # noqa: B018 - building them is the point
+    engines = resources.synthesizer.batcher.engines
+    on_gpu = any(engine.on_gpu for engine in engines.values())
+
+    name = hostname or (
+        "ttsfarm-cpu@%h"
+        if cpu or worker_settings.provider == "cpu"
+        else f"ttsfarm-gpu{worker_settings.gpu}@%h"
+    )
+    app.worker_main(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={worker_concurrency(worker_settings, on_gpu)}",
+            f"--queues={worker_settings.queue}",
+            f"--hostname={name}",
+            f"--loglevel={loglevel}",
+            "--task-events",
+        ]
+    )

@@ -1,0 +1,85 @@
+"""Gateway commands: ``serve`` (the HTTP gateway) and ``keys`` (its API keys)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Final
+
+import click
+
+from ttsfarm.errors import PermanentError
+from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+
+if TYPE_CHECKING:
+    from gateway.keys import KeyStore
+
+DEFAULT_PORT: Final = 8000
+
+
+def _farm_settings(settings: Settings) -> Settings:
+    if not settings.farm_mode:
+        raise PermanentError(NO_BROKER_MESSAGE)
+    return settings
+
+
+def _keys(settings: Settings) -> KeyStore:
+    from gateway.keys import KeyStore
+
+    settings = _farm_settings(settings)
+    return KeyStore(settings.backend_url or "", settings.redis_tls())
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port to listen on.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Server processes.")
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@click.pass_obj
+def serve(settings: Settings, host: str, port: int, workers: int, log_level: str) -> None:
+    """Serve the HTTP gateway: jobs, OpenAI's speech API and a test page, behind API keys."""
+    import uvicorn
+
+    _farm_settings(settings)
+    common = {"host": host, "port": port, "log_level": log_level, "proxy_headers": True}
+    if workers == 1:
+        from gateway.app import create_app
+
+        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+    else:  # each process builds its app from the same environment
+        uvicorn.run("gateway.app:app_from_env", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+
+
+@click.group()
+def keys() -> None:
+    """API keys of the HTTP gateway (kept in the farm's Redis as SHA-256 hashes)."""
+
+
+@keys.command("add")
+@click.argument("name")
+@click.pass_obj
+def keys_add(settings: Settings, name: str) -> None:
+    """Make a key called NAME and print it: once, it is not kept anywhere."""
+    key = _keys(settings).add(name)
+    click.echo(key)
+    click.echo(f"key {name!r} added: store it now, it cannot be shown again", err=True)
+
+
+@keys.command("list")
+@click.pass_obj
+def keys_list(settings: Settings) -> None:
+    """List the keys: name, id and when each was made (never the key)."""
+    found = _keys(settings).list_keys()
+    for key in found:
+        made = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(key.created_at))
+        click.echo(f"{key.name:<24} tfk_{key.key_id}_...  {made}")
+    if not found:
+        click.echo("no keys yet: ttsfarm keys add NAME", err=True)
+
+
+@keys.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def keys_revoke(settings: Settings, name: str) -> None:
+    """Remove the key called NAME: requests that send it are refused from now on."""
+    _keys(settings).revoke(name)
+    click.echo(f"key {name!r} revoked")

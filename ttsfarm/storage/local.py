@@ -1,0 +1,70 @@
+"""Storage in a local folder: each write goes to a temp file first, then is renamed into place."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from ttsfarm.errors import InvalidInput, JobNotFound
+from ttsfarm.files import atomic_target, sha256_file, write_atomic
+from ttsfarm.storage.base import StoredObject, read_chunks
+
+
+class LocalStorage:
+    """Files under one folder; writes go to a temp file first, then are renamed into place."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise ValueError(f"storage key {key!r} leaves the storage folder")
+        return path
+
+    def put(self, source: Path, key: str, content_type: str = "", sha256: str = "") -> StoredObject:
+        target = self._path(key)
+        _copy_atomically(source, target)
+        return StoredObject(location=str(target), url=None)
+
+    def fetch(self, key: str, target: Path) -> None:
+        source = self._path(key)
+        if not source.is_file():
+            raise JobNotFound(f"{source} is not in the storage folder (was it moved or deleted?)")
+        _copy_atomically(source, target)
+
+    def exists(self, key: str, sha256: str | None = None) -> bool:
+        path = self._path(key)
+        return path.is_file() and (sha256 is None or sha256_file(path) == sha256)
+
+    def put_bytes(self, data: bytes, key: str, content_type: str = "") -> None:
+        target = self._path(key)
+        try:
+            write_atomic(target, data)
+        except OSError as error:
+            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+
+    def get_bytes(self, key: str) -> bytes | None:
+        path = self._path(key)
+        return path.read_bytes() if path.is_file() else None
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        path = self._path(key)
+        try:
+            handle = path.open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            raise JobNotFound(f"{key} is not in the storage folder (was it moved or deleted?)") from None
+        return read_chunks(handle)
+
+    def download_url(self, key: str) -> str | None:
+        return None
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    """Copy to a temp file beside ``target``, then rename: readers see all of it or none."""
+    try:
+        with atomic_target(target) as temp:
+            shutil.copyfile(source, temp)
+    except OSError as error:
+        raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
