@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from synthesis.pipeline import Synthesizer
-from synthesis.text import split_paragraphs
+from ttsfarm.breaks import split_paragraphs
 from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import LocalStorage
 

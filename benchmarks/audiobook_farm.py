@@ -20,8 +20,8 @@ from producer.audiobook import FarmRenderer, upload_book
 from producer.client import Client
 from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.builder import build_audiobook
-from ttsfarm.audiobook.progress import BookProgress
 from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.progress import BookProgress
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
         sentences = sum(len(c.rows) for c in book.chapters)
         workers = start_workers(args.workers, env, args.concurrency, folder)
         try:
-            with Client.from_env(settings) as client:
+            with Client(settings) as client:
                 started = time.perf_counter()
                 with BookProgress(disable=True) as progress:
                     report = build_audiobook(

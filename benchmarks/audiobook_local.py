@@ -20,9 +20,9 @@ from pathlib import Path
 from synthesis.build import local_synthesizer
 from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.builder import build_audiobook
-from ttsfarm.audiobook.progress import BookProgress
 from ttsfarm.audiobook.render import LocalRenderer
 from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.progress import BookProgress
 from ttsfarm.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--progress", action="store_true", help="show the progress bar")
     args = parser.parse_args()
 
-    settings = Settings.load().replace(provider=args.provider)
+    settings = Settings.load().with_options(provider=args.provider)
     with tempfile.TemporaryDirectory(prefix="ttsfarm-bench-") as temp:
         folder = Path(temp)
         outdir = args.outdir or folder / "out"

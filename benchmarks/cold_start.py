@@ -29,7 +29,7 @@ TEXT = "The bridge opened on a Tuesday. Nobody in Ellery had expected the mayor 
 
 def main() -> None:
     imported = time.perf_counter()
-    settings = Settings.load().replace(voice=sys.argv[1])
+    settings = Settings.load().with_options(voice=sys.argv[1])
     with tempfile.TemporaryDirectory() as folder, local_synthesizer(settings) as synthesizer:
         result = synthesizer.synthesize(JobRequest(TEXT), LocalStorage(folder), "first.wav")
         done = time.perf_counter()

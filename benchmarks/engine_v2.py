@@ -247,7 +247,7 @@ def main() -> None:
 
     results.section("load", load)
     exact = EngineOptions(provider=provider, precision="fp32", shape_buckets=True)
-    results.section("accuracy", lambda: accuracy(engines, Engine(voice, exact), items))
+    results.section("accuracy", lambda: accuracy(engines, Engine.load(voice, exact), items))
     engine = engines[args.engine]
     for size in args.sizes:
         for threads in (THREADS, 1):

@@ -31,17 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
+from bench.farm import start_worker as start_farm_worker
+from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences
-from ttsfarm.farm.registry import JobStatus
+from ttsfarm.jobs import JobStatus
 from ttsfarm.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"
 JOB_WORDS = 420
-READY_MARK = " ready."
-START_TIMEOUT = 300.0
 POLL = 0.2
 
 
@@ -83,28 +83,8 @@ def start_worker(
     if name and not smoke:
         where += ["--hostname", name]
     env = {"TTSFARM_METRICS_PORT": "0", **env}  # workers of one host would share the default port
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ttsfarm", "worker", *where], env=env, stdout=log, stderr=log
-        )
-    while time.monotonic() - started < START_TIMEOUT:
-        if READY_MARK in log_path.read_text(errors="replace"):
-            return process, time.monotonic() - started
-        if process.poll() is not None:
-            raise RuntimeError(f"worker exited: {log_path.read_text()[-2000:]}")
-        time.sleep(POLL)
-    raise RuntimeError("worker did not become ready")
-
-
-def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
-    """Stop worker processes (SIGTERM, then SIGKILL after a minute)."""
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+    process = start_farm_worker(where, env, log_path)
+    return process, time.monotonic() - started
 
 
 def wait_all(client: Client, ids: list[str], timeout: float = 3600.0, poll: float = POLL) -> list[JobStatus]:
@@ -175,7 +155,7 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
     workers = [worker for worker, _ in started]
     ready_s = max(seconds for _, seconds in started)
     try:
-        client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
+        client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
         warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
         before_stats, before_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
         timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format)

@@ -12,21 +12,18 @@ from submit to object in storage, for each producer count in one run.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import boto3
 import numpy as np
 import redis
 
+from bench.farm import CREDENTIALS, farm_env, start_s3, start_worker
 from producer import Client
 from synthesis.text import split_sentences
 from ttsfarm.settings import Settings
@@ -34,28 +31,6 @@ from ttsfarm.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = split_sentences((ROOT / "examples" / "ellery.txt").read_text().replace("\n", " "))
 BUCKET = "ttsfarm-load"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "load",
-    "AWS_SECRET_ACCESS_KEY": "load",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_s3() -> tuple[Any, str]:
-    """moto's S3 server on a free local port: (server, endpoint URL)."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    return server, f"http://127.0.0.1:{port}"
 
 
 def farm_setup(redis_url: str, endpoint: str, prefix: str, provider: str) -> tuple[dict[str, str], Settings]:
@@ -64,30 +39,17 @@ def farm_setup(redis_url: str, endpoint: str, prefix: str, provider: str) -> tup
     os.environ.update(CREDENTIALS)
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
     storage_url = f"s3://{BUCKET}/{prefix}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
-    env.update(
-        TTSFARM_BROKER_URL=redis_url,
-        TTSFARM_STORAGE_URL=storage_url,
-        TTSFARM_S3_ENDPOINT_URL=endpoint,
-        TTSFARM_PROVIDER=provider,
-    )
+    env = farm_env(redis_url, endpoint, storage_url, TTSFARM_PROVIDER=provider)
     return env, Settings(broker_url=redis_url, storage_url=storage_url, s3_endpoint_url=endpoint)
 
 
 def start_workers(
     count: int, env: dict[str, str], concurrency: int, logs: Path
 ) -> list[subprocess.Popen[bytes]]:
-    workers = []
-    for n in range(count):
-        log = (logs / f"worker{n}.log").open("w")
-        cmd = [sys.executable, "-m", "ttsfarm", "worker", "-c", str(concurrency), "-n", f"load{n}@%h"]
-        workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-    deadline = time.monotonic() + 180
-    while not all(" ready." in (logs / f"worker{n}.log").read_text() for n in range(count)):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"workers did not start; see {logs}")
-        time.sleep(0.2)
-    return workers
+    return [
+        start_worker(["-c", str(concurrency), "-n", f"load{n}@%h"], env, logs / f"worker{n}.log")
+        for n in range(count)
+    ]
 
 
 def run_load(client: Client, producers: int, seconds: float) -> dict[str, float]:
@@ -153,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as logs:
         workers = start_workers(args.workers, env, args.concurrency, Path(logs))
         try:
-            with Client.from_env(settings) as client:
+            with Client(settings) as client:
                 client.wait(client.submit("Warm up."), timeout=60)
                 print(f"workers: {args.workers} x concurrency {args.concurrency}, provider {args.provider}")
                 print("| producers | jobs | jobs/s | audio s/s | P50 ms | P95 ms | P99 ms | mean batch |")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,25 @@ CEILING_PASSES = 3
 """``confirm`` runs every corpus segment this many times per ceiling figure."""
 
 
+class RunLimited:
+    """The engine seen through at most ``runs`` runs at once: the passes vary what a worker sets
+    once (``EngineOptions.concurrent_runs``), on one engine and its built sessions."""
+
+    def __init__(self, engine: Engine, runs: int) -> None:
+        self.engine = engine
+        self._slots = threading.BoundedSemaphore(max(runs, 1))
+
+    def run(self, items: Any, scales: Any) -> Any:
+        with self._slots:
+            return self.engine.run(items, scales)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+MOST_RUNS = max(DEFAULT.runs, *CONFIRM_RUNS)
+
+
 class Bench:
     """One engine, the corpus and the text front ends, shared by every pass of a part."""
 
@@ -69,7 +89,8 @@ class Bench:
         self.items = corpus_items(voice, text)
         self.texts = rotated_texts(text, 4 if smoke else jobs)
         self.sizes = [1, 2] if smoke else [8, 32]
-        self.engine = engine = Engine(voice, EngineOptions(provider="cpu" if smoke else "cuda"))
+        options = EngineOptions(provider="cpu" if smoke else "cuda", concurrent_runs=MOST_RUNS)
+        self.engine = engine = Engine.load(voice, options)
         self.suite.results.update(options=repr(engine.options), jobs=len(self.texts), in_flight=IN_FLIGHT)
         self.suite.section(
             "prepare", 10, lambda: {"runs": engine.prepare(self.sizes), **engine_counters(engine)}
@@ -83,14 +104,13 @@ class Bench:
         self.pool.close()
 
     def e2e(self, host: HostSide, batch: int, texts: list[str], audio_format: str = "flac") -> dict[str, Any]:
-        self.engine.limit_runs(host.runs)
         default_interval = sys.getswitchinterval()
         if host.switch_interval:
             sys.setswitchinterval(host.switch_interval)
         frontend = self.pool if host.text_processes else self.in_thread
         try:
             with Batcher(
-                lambda voice: self.engine,
+                lambda voice: RunLimited(self.engine, host.runs),
                 max_batch=batch,
                 max_padded_ids=GPU_MAX_PADDED_IDS,
                 max_padding_ratio=1.0,
@@ -110,8 +130,7 @@ class Bench:
 
     def ceiling(self, batch: int, count: int, runs: int) -> dict[str, Any]:
         """Identical-length batches from ``runs`` threads at once (``bench.sweep``)."""
-        self.engine.limit_runs(runs)
-        timing = concurrent_ceiling(self.engine, self.items, batch, count, runs)
+        timing = concurrent_ceiling(RunLimited(self.engine, runs), self.items, batch, count, runs)
         return {**dataclasses.asdict(timing), "audio_per_second": timing.audio_per_second}
 
 
@@ -139,7 +158,6 @@ def steady_part(args: argparse.Namespace, corpus: Path, suite_type: Any) -> None
         suite.section(f"e2e b{batch}: {host.label}", 40, lambda h=host, b=batch: bench.e2e(h, b, texts))
     half = texts[: len(texts) // 2]
     suite.section(f"e2e b{large} mp3: {DEFAULT.label}", 60, lambda: bench.e2e(DEFAULT, large, half, "mp3"))
-    engine.limit_runs(1)
     suite.section("short", 5, lambda: dataclasses.asdict(short_latency(engine, 30)))
     bench.close()
 

@@ -140,7 +140,7 @@ def run_variant(
     name: str, provider: str, items: list[EngineItem], batches: int, reference: list[EngineItem]
 ) -> tuple[dict[str, Any], list[np.ndarray]]:
     started = time.perf_counter()
-    engine = Engine(resolve_voice("joe"), options_for(name, provider))
+    engine = Engine.load(resolve_voice("joe"), options_for(name, provider))
     load = time.perf_counter() - started
     result: dict[str, Any] = {"load_s": load, "provider": engine.provider, "precision": engine.precision}
     if name == "stock":
@@ -191,7 +191,7 @@ def accuracy(outputs: dict[str, list[np.ndarray]], sample_rate: int) -> dict[str
 
 def memory_scaling(options: EngineOptions, sizes: list[int], ids: int) -> list[dict[str, Any]]:
     """Latency and GPU memory of full-length batches past the sweep, run whole (no splitting)."""
-    engine = Engine(resolve_voice("joe"), dataclasses.replace(options, max_batch_frames=1 << 40))
+    engine = Engine.load(resolve_voice("joe"), dataclasses.replace(options, max_batch_frames=1 << 40))
     rows: list[dict[str, Any]] = []
     item = EngineItem(filler_ids(engine.voice, ids))
     for size in sizes:
@@ -246,7 +246,7 @@ def engine_part(args: argparse.Namespace) -> None:
     best = max(scores, key=lambda name: scores[name]) if scores else "buckets+fp16"
     STATE.write_text(json.dumps({"best": best}), encoding="utf-8")
     suite.results["best"] = best
-    best_sweep(suite, Engine(voice, options_for(best, provider)), items, args.smoke, batches)
+    best_sweep(suite, Engine.load(voice, options_for(best, provider)), items, args.smoke, batches)
     print("best:", best, flush=True)
 
 

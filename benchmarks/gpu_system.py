@@ -126,7 +126,7 @@ def cold_start(folder: Path, drop: bool, provider: str) -> dict[str, Any]:
 
 def profile(options: EngineOptions, items: list[EngineItem], label: str) -> dict[str, Any]:
     """Per-operator and per-module host time of batch-8 runs, from onnxruntime's profiler."""
-    engine = Engine(
+    engine = Engine.load(
         resolve_voice("joe"),
         dataclasses.replace(
             options, profile_prefix=str(Path(tempfile.gettempdir()) / f"ttsfarm-profile-{label}")
@@ -160,7 +160,7 @@ def profile(options: EngineOptions, items: list[EngineItem], label: str) -> dict
 def cuda_graph_attempt(options: EngineOptions) -> dict[str, Any]:
     graphed = dataclasses.replace(options, cuda_options=(("enable_cuda_graph", "1"),))
     try:
-        engine = Engine(resolve_voice("joe"), graphed)
+        engine = Engine.load(resolve_voice("joe"), graphed)
         engine.run([EngineItem(engine.voice.phoneme_id_map["^"] * 3)], engine.default_scales())
         return {"ran": True}
     except Exception as error:
@@ -190,7 +190,7 @@ def system_part(
     text = corpus.read_text(encoding="utf-8")
     smoke = args.smoke
     suite.results["options"] = repr(options)
-    end_to_end_sections(suite, Engine(resolve_voice("joe"), options), text, smoke)
+    end_to_end_sections(suite, Engine.load(resolve_voice("joe"), options), text, smoke)
     gc.collect()
     if not smoke:
         suite.section("piper in-process cuda", 60, lambda: piper_in_process(text))
@@ -204,7 +204,7 @@ def system_part(
     items = corpus_items(resolve_voice("joe"), text)
     suite.section("profile stock", 30, lambda: profile(options_for("stock", provider), items, "stock"))
     suite.section("profile best", 30, lambda: profile(options, items, "best"))
-    stock = Engine(resolve_voice("joe"), options_for("stock", provider))
+    stock = Engine.load(resolve_voice("joe"), options_for("stock", provider))
     sizes = [1, 2] if smoke else [1, 2, 4, 8, 16, 32, 64]
     batches = 2 if smoke else 10
     suite.section("sweep stock", 60, lambda: [row.to_dict() for row in sweep(stock, items, sizes, batches)])
@@ -221,7 +221,7 @@ def final_part(args: argparse.Namespace, corpus: Path, suite_type: Any, name: st
     items = corpus_items(voice, text)
     provider = "cpu" if args.smoke else "cuda"
     started = time.perf_counter()
-    engine = Engine(voice, EngineOptions(provider=provider))
+    engine = Engine.load(voice, EngineOptions(provider=provider))
     suite.results["load_s"] = time.perf_counter() - started
     suite.results["options"] = repr(engine.options)
     suite.section("prepare b8", 10, lambda: {"runs": engine.prepare([8]), **engine_counters(engine)})

@@ -556,7 +556,7 @@ def make_ttsfarm(texts: list[str], folder: Path) -> None:
     from ttsfarm.settings import Settings
     from ttsfarm.storage import LocalStorage
 
-    settings = Settings.load().replace(provider="cpu")
+    settings = Settings.load().with_options(provider="cpu")
     storage = LocalStorage(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with local_synthesizer(settings) as synthesizer:

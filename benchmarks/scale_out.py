@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import psutil
 import redis
-from farm_gpu import job_texts, start_redis, start_worker, stop_workers, wait_all
+from farm_gpu import job_texts, start_redis, start_worker, wait_all
 
+from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
 from ttsfarm.settings import Settings
@@ -97,7 +98,7 @@ def measure(workers: int, args: argparse.Namespace, folder: Path) -> dict[str, A
         start_worker(env, folder / f"worker-{workers}-{gpu}.log", args.smoke, gpu) for gpu in range(workers)
     ]
     try:
-        client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
+        client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
         run_round(client, job_texts(args.warmup * workers, args.words), args.timeout)
         before = worker_items(client)
         timed = run_round(client, job_texts(args.jobs * workers, args.words), args.timeout)

@@ -42,13 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import redis
-from farm_gpu import PROSE, start_redis, start_worker, stop_workers, wait_all
+from farm_gpu import PROSE, start_redis, start_worker, wait_all
 
+from bench.farm import stop_workers
 from bench.sweep import corpus_items
 from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences
-from ttsfarm.farm.registry import JobStatus
+from ttsfarm.jobs import JobStatus
 from ttsfarm.settings import Settings
 
 MIN_WORDS, MAX_WORDS = 8, 30
@@ -127,7 +128,7 @@ def engine_only(args: argparse.Namespace) -> None:
     """Run by :func:`engine_rate` in its own process: prints one JSON line."""
     from synthesis.build import build_synthesizer
 
-    settings = Settings.load().replace(provider="cpu" if args.cpu else "cuda", prewarm=True)
+    settings = Settings.load().with_options(provider="cpu" if args.cpu else "cuda", prewarm=True)
     synthesizer = build_synthesizer(settings)
     batcher = synthesizer.batcher
     engine = batcher.engine(synthesizer.voice(settings.voice))
@@ -191,7 +192,7 @@ def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, A
     ready_s = max(seconds for _, seconds in started)
     worker = workers[0]
     try:
-        client = Client(env["TTSFARM_BROKER_URL"], settings=Settings(storage_url=str(storage)))
+        client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
         burst(client, max(args.burst // 10, 4), args.timeout)  # warm-up
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
         capacity = burst(client, args.burst, args.timeout)

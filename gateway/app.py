@@ -45,7 +45,7 @@ PAGE_HEADERS: Final = {
 
 def build_farm(settings: Settings, client: Client | None = None) -> Farm:
     """Connect to the farm: its Client (one path with every other producer), keys, voices."""
-    client = client or Client.from_env(settings)
+    client = client or Client(settings)
     url = client.settings.backend_url or ""
     client.storage  # noqa: B018 - opened once here; boto3 clients are shared safely across threads
     farm = Farm(

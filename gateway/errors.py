@@ -19,8 +19,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from producer.client import JobFailed, WaitTimeout
-from ttsfarm.errors import Cancelled, JobNotFound, PermanentError, QueueFull, TransientError, TtsfarmError
+from ttsfarm.errors import (
+    Cancelled,
+    JobFailed,
+    JobNotFound,
+    PermanentError,
+    QueueFull,
+    TransientError,
+    TtsfarmError,
+    WaitTimeout,
+)
 
 log = logging.getLogger(__name__)
 

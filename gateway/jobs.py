@@ -14,8 +14,7 @@ from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
 from producer.client import JobSpec
 from ttsfarm.errors import InvalidInput, JobNotFound
-from ttsfarm.farm.registry import JobStatus
-from ttsfarm.jobs import MAX_TEXT_CHARS, check_text
+from ttsfarm.jobs import MAX_TEXT_CHARS, JobStatus, check_text
 
 JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
 JobId = Annotated[str, Path(description="The id POST /v1/jobs answered.")]

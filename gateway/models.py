@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ttsfarm.farm.registry import JobStatus
-from ttsfarm.jobs import DEFAULT_FORMAT, MAX_TEXT_CHARS
+from ttsfarm.jobs import DEFAULT_FORMAT, MAX_TEXT_CHARS, JobStatus
 
 
 class JobCreate(BaseModel):

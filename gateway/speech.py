@@ -18,7 +18,7 @@ from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import ApiError
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
-from producer.client import WaitTimeout
+from ttsfarm.errors import WaitTimeout
 from ttsfarm.jobs import AUDIO_FORMATS
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")

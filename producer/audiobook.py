@@ -6,19 +6,18 @@ interrupt attaches to the job already queued or done instead of queueing a secon
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from producer.client import Client, JobFailed
+from producer.client import Client
 from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest
 from ttsfarm.audiobook.render import PartProgress
+from ttsfarm.breaks import estimate_segments
 from ttsfarm.errors import Cancelled
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
-from ttsfarm.jobs import JobRequest, JobResult, check_text, estimate_segments
+from ttsfarm.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
 from ttsfarm.storage import Storage
-from ttsfarm.voices import resolve_voice
 
 FARM_CONCURRENCY: Final = 32
 """Parts in flight on the farm at once: enough to fill several workers' batches."""
@@ -47,8 +46,7 @@ class FarmRenderer:
 
     def check(self, request: JobRequest) -> int:
         check_text(request.text)
-        voice = resolve_voice(request.options.voice, self.client.settings.voices_dir)
-        voice.speaker_id(request.options.speaker)
+        self.client.voices.check(request.options.voice, request.options.speaker)
         return estimate_segments(request.text)
 
     def render(
@@ -63,19 +61,15 @@ class FarmRenderer:
             length_scale=options.length_scale,
             key=request.job_id,
         )
-        while True:
-            status = self.client.status(job_id)
+
+        def follow(status: JobStatus) -> None:
             progress(status.segments_done, status.audio_seconds)
-            if status.state == "succeeded":
-                return self.client.fetch(job_id, target)
-            if status.state == "failed":
-                raise JobFailed(f"part job {job_id} failed: {status.error}")
-            if status.state in ("cancelled", "unknown"):
-                raise Cancelled(f"part job {job_id} is {status.state}")
-            if cancelled():
+            if not status.done and cancelled():
                 self.client.cancel(job_id)
                 raise Cancelled("the audiobook was interrupted")
-            time.sleep(POLL_SECONDS)
+
+        wait_until_done(job_id, self.client.status, poll=POLL_SECONDS, on_status=follow).outcome()
+        return self.client.fetch(job_id, target)
 
 
 def upload_book(outdir: Path, manifest: Manifest, storage: Storage) -> str:

@@ -16,36 +16,35 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from kombu.exceptions import OperationalError
 
 from ttsfarm.errors import (
     BrokerUnavailable,
-    Cancelled,
     InvalidInput,
     JobNotFound,
     PermanentError,
     QueueFull,
+    SettingsError,
     StorageUnavailable,
-    TtsfarmError,
 )
 from ttsfarm.farm.celeryconf import TASK_NAME, make_celery, queued_jobs
-from ttsfarm.farm.registry import JobRegistry, JobStatus
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.files import sha256_file
-from ttsfarm.jobs import SUBMITTED_AT, JobRequest, JobResult, SynthesisOptions, new_job_id
+from ttsfarm.jobs import (
+    POLL_SECONDS,
+    SUBMITTED_AT,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    SynthesisOptions,
+    new_job_id,
+    wait_until_done,
+)
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
-
-POLL_SECONDS: Final = 0.25
-
-
-class JobFailed(PermanentError):
-    """The job ended in failure; the message says why."""
-
-
-class WaitTimeout(TtsfarmError, TimeoutError):
-    """The job did not finish within the time given."""
+from ttsfarm.voices import VoiceCatalog
 
 
 @dataclass(frozen=True)
@@ -65,26 +64,25 @@ class JobSpec:
 class Client:
     """Talks to the farm through its broker and result backend (Redis)."""
 
-    def __init__(
-        self, broker_url: str, result_backend: str | None = None, settings: Settings | None = None
-    ) -> None:
-        base = settings or Settings.load()  # storage and the rest from the environment
-        self.settings = base.replace(
-            broker_url=broker_url, result_backend=result_backend or base.result_backend
-        )
-        self._app = make_celery(self.settings)
-        self._registry = JobRegistry(self.settings.backend_url or broker_url, self.settings.redis_tls())
+    def __init__(self, settings: Settings) -> None:
+        """A client for the farm whose broker ``settings`` name; storage settings say where
+        :meth:`fetch` finds the audio."""
+        if not settings.broker_url:
+            raise SettingsError(NO_BROKER_MESSAGE)
+        self.settings = settings
+        self._app = make_celery(settings)
+        self._registry = JobRegistry(settings.backend_url or settings.broker_url, settings.redis_tls())
         self._storage: Storage | None = None
         self._audio_storages: dict[str, Storage] = {}
         self._audio_lock = threading.Lock()
+        self.voices = VoiceCatalog(settings.voices_dir)
+        """The voices jobs may ask for: the farm's settings name the same ones."""
 
     @classmethod
-    def from_env(cls, settings: Settings | None = None) -> Client:
-        """A client for the farm named by ``TTSFARM_BROKER_URL`` (and ``configs/``)."""
-        settings = settings or Settings.load()
-        if not settings.broker_url:
-            raise PermanentError(NO_BROKER_MESSAGE)
-        return cls(settings.broker_url, settings.result_backend, settings)
+    def from_env(cls) -> Client:
+        """A client for the farm named by ``TTSFARM_BROKER_URL`` (and ``configs/``): the
+        settings are read here, for a script that is its own edge."""
+        return cls(Settings.load())
 
     def _request(self, spec: JobSpec) -> JobRequest:
         options = SynthesisOptions(
@@ -94,6 +92,7 @@ class Client:
             noise_scale=spec.noise_scale,
             noise_w=spec.noise_w,
         )
+        self.voices.check(options.voice, options.speaker)
         return JobRequest(spec.text, options, spec.format, new_job_id())
 
     def submit(
@@ -192,21 +191,9 @@ class Client:
         return sorted(name for reply in replies for name in reply)
 
     def wait(self, job_id: str, timeout: float | None = None, poll: float = POLL_SECONDS) -> JobResult:
-        """Block until the job is done; its result, or :class:`JobFailed` / :class:`Cancelled`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            status = self.status(job_id)
-            if status.state == "unknown":
-                raise JobNotFound(f"unknown job id {job_id}")
-            if status.state == "succeeded" and status.result is not None:
-                return status.result
-            if status.state == "failed":
-                raise JobFailed(f"job {job_id} failed: {status.error}")
-            if status.state == "cancelled":
-                raise Cancelled(f"job {job_id} was cancelled")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {job_id} is still {status.state} after {timeout} s")
-            time.sleep(poll)
+        """Block until the job is done; its result, or :class:`JobFailed` / :class:`Cancelled`
+        (:class:`WaitTimeout` after ``timeout`` seconds)."""
+        return wait_until_done(job_id, self.status, timeout, poll).outcome()
 
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job: a queued one (or one waiting to retry) is recorded as cancelled when a

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import numpy as np
@@ -73,7 +74,8 @@ class BatcherStats:
     real_ids: int = 0
     padded_ids: int = 0
     busy_seconds: float = 0.0
-    batch_sizes: list[int] = field(default_factory=list)
+    batch_sizes: Counter[int] = field(default_factory=Counter)
+    """How many batches ran at each size: bounded by ``max_batch``, however long the worker runs."""
 
     @property
     def mean_batch_size(self) -> float:
@@ -89,15 +91,16 @@ class BatcherStats:
         self.items += len(lengths)
         self.real_ids += sum(lengths)
         self.padded_ids += max(lengths) * len(lengths)
-        self.batch_sizes.append(len(lengths))
+        self.batch_sizes[len(lengths)] += 1
 
 
 class _BusyClock:
     """Wall time during which at least one engine run was in progress."""
 
-    def __init__(self, stats: BatcherStats) -> None:
+    def __init__(self, stats: BatcherStats, lock: threading.Lock) -> None:
         self._stats = stats
-        self._lock = threading.Lock()
+        self._lock = lock
+        """The batcher's stats lock: ``busy_seconds`` is written under it."""
         self._running = 0
         self._since = 0.0
 
@@ -135,9 +138,9 @@ class Batcher:
         self.max_padded_ids = max_padded_ids
         self.max_padding_ratio = max_padding_ratio
         self.runners = runners
-        self.stats = BatcherStats()
-        self._busy = _BusyClock(self.stats)
+        self._stats = BatcherStats()
         self._stats_lock = threading.Lock()
+        self._busy = _BusyClock(self._stats, self._stats_lock)
         self._load_engine = load_engine
         self._engines: dict[str, VoiceEngine] = {}
         self._engines_lock = threading.Lock()
@@ -161,6 +164,12 @@ class Batcher:
     def observe(self, observer: BatchObserver) -> None:
         """Call ``observer(lengths, seconds)`` after each engine run that succeeded (metrics)."""
         self._observers.append(observer)
+
+    @property
+    def stats(self) -> BatcherStats:
+        """A copy of the counters, taken under their lock."""
+        with self._stats_lock:
+            return replace(self._stats, batch_sizes=Counter(self._stats.batch_sizes))
 
     @property
     def engines(self) -> dict[str, VoiceEngine]:
@@ -299,7 +308,7 @@ class Batcher:
             return
         lengths = [len(p.item.phoneme_ids) for p in batch]
         with self._stats_lock:
-            self.stats.record(lengths)
+            self._stats.record(lengths)
         log.debug("batch of %d on %s", len(batch), engine.provider)
         for pending, wave in zip(batch, waves, strict=True):
             pending.future.set_result(wave)

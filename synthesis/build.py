@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Final, cast
+from typing import Final
 
 from synthesis.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
-from synthesis.engine import EngineOptions, Precision, Provider
-from synthesis.engines import ENGINE_KINDS, EngineKind, VoiceEngine, load_engine
+from synthesis.engine import EngineOptions
+from synthesis.engines import EngineKind, VoiceEngine, load_engine
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
 from synthesis.sessions import cpu_count, gpu_count, wants_cuda
-from ttsfarm.errors import InvalidInput
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 
@@ -74,12 +73,6 @@ class BatchPolicy:
             )
         else:
             defaults = cls(CPU_MAX_BATCH, None, DEFAULT_MAX_PADDING_RATIO)
-        for name in ("max_batch", "batch_runners", "concurrent_runs"):
-            value = getattr(settings, name)
-            if value is not None and value < 1:
-                raise InvalidInput(f"TTSFARM_{name.upper()} must be at least 1, not {value}")
-        if settings.text_processes is not None and settings.text_processes < 0:
-            raise InvalidInput(f"TTSFARM_TEXT_PROCESSES must be 0 or more, not {settings.text_processes}")
 
         def pick(value: int | None, default: int) -> int:
             return default if value is None else value
@@ -106,19 +99,12 @@ def worker_concurrency(settings: Settings, on_gpu: bool) -> int:
 
 
 def engine_options(settings: Settings) -> EngineOptions:
-    if settings.provider not in ("auto", "cuda", "cpu"):
-        raise InvalidInput(f"TTSFARM_PROVIDER must be auto, cuda or cpu, not {settings.provider!r}")
-    if settings.precision not in ("auto", "fp16", "fp32"):
-        raise InvalidInput(f"TTSFARM_PRECISION must be auto, fp16 or fp32, not {settings.precision!r}")
-    if settings.engine not in ENGINE_KINDS:
-        raise InvalidInput(f"TTSFARM_ENGINE must be auto, staged or single, not {settings.engine!r}")
-    if settings.shape_buckets not in SHAPE_BUCKETS:
-        raise InvalidInput(f"TTSFARM_SHAPE_BUCKETS must be auto, on or off, not {settings.shape_buckets!r}")
+    """The engine's options from settings (checked when the settings were made)."""
     return EngineOptions(
-        provider=cast(Provider, settings.provider),
+        provider=settings.provider,
         device_id=settings.gpu,
         cpu_threads=settings.cpu_threads,
-        precision=cast(Precision, settings.precision),
+        precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
     )
 
@@ -130,7 +116,7 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
     # A warm-up run makes the GPU's first batch fast; on a CPU the first run is no slower.
     options = replace(options, concurrent_runs=policy.concurrent_runs, warmup=on_gpu)
 
-    kind = cast(EngineKind, settings.engine)
+    kind: EngineKind = settings.engine
 
     def load_voice_engine(voice: Voice) -> VoiceEngine:
         engine = load_engine(voice, options, kind, policy.max_batch)

@@ -36,6 +36,7 @@ from synthesis.sessions import (
     share_gpu_arena,
     wants_cuda,
 )
+from ttsfarm.errors import EngineOutOfMemory
 from ttsfarm.voices import Voice
 
 __all__ = [
@@ -50,7 +51,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-ort.set_default_logger_severity(3)  # onnxruntime's own warnings go to stderr unformatted
 
 PAD_ID: Final = 0
 """Phoneme id used to right-pad shorter items in a batch (Piper's ``_``)."""
@@ -162,10 +162,6 @@ def edit_model(voice: Voice, buckets: bool, fp16: bool) -> EditedModels:
     return EditedModels(model.SerializeToString(), half, durations)
 
 
-class EngineOutOfMemory(RuntimeError):
-    """The runtime could not allocate memory for a batch."""
-
-
 def is_out_of_memory(error: BaseException) -> bool:
     text = str(error).lower()
     return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
@@ -229,6 +225,7 @@ class Engine:
     at most ``options.concurrent_runs`` session runs go at once."""
 
     def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
+        """The engine's state, nothing loaded yet: :meth:`load` makes one ready to run."""
         self.voice = voice
         self.options = options = options or EngineOptions()
         use_cuda = wants_cuda(options.provider)
@@ -246,8 +243,6 @@ class Engine:
         self._edited: EditedModels | None = None
         self._edit_lock = threading.Lock()
         self._plain_session: ort.InferenceSession | None = None
-        if self.buckets or self.precision == "fp16":
-            self._edited_models()  # errors in the model show at load, not at the first batch
         self._fp32_buckets: set[Bucket | None] = set()
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
@@ -261,23 +256,35 @@ class Engine:
         self._building: dict[Bucket | None, threading.Lock] = {}
         """One lock per bucket whose session is being built."""
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
+        self.provider = ""
+        self._input_names: set[str] = set()
+        self.warmup_seconds = 0.0
+
+    @classmethod
+    def load(cls, voice: Voice, options: EngineOptions | None = None) -> Engine:
+        """Load ``voice``: edit its graph where buckets or fp16 need it (errors in the model show
+        here, not at the first batch), build the first session on the device asked for, check
+        that it runs there, and warm it up if ``options.warmup``."""
+        engine = cls(voice, options)
+        engine._open()
+        return engine
+
+    def _open(self) -> None:
+        voice, options = self.voice, self.options
+        if self.buckets or self.precision == "fp16":
+            self._edited_models()  # errors in the model show at load, not at the first batch
         if self.buckets:
             first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
         else:
             first = self._plain()
         self._input_names = {i.name for i in first.get_inputs()}
-        check_device(first, use_cuda, options.device_id)
-        self.provider: str = first.get_providers()[0]
+        check_device(first, wants_cuda(options.provider), options.device_id)
+        self.provider = first.get_providers()[0]
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
-        self.warmup_seconds = 0.0
         if options.warmup:
             started = time.perf_counter()
             self.run([EngineItem(warmup_ids(voice))], self.default_scales())
             self.warmup_seconds = time.perf_counter() - started
-
-    def limit_runs(self, runs: int) -> None:
-        """Allow ``runs`` session runs at once from now on; call it while none is running."""
-        self._run_slots = threading.BoundedSemaphore(max(runs, 1))
 
     @property
     def on_gpu(self) -> bool:
@@ -367,7 +374,8 @@ class Engine:
         feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         if bucket is not None:
             feeds[MIN_FRAMES_INPUT] = np.array(bucket.frames, dtype=np.int64)
-        self.last_bucket = bucket
+        with self._sessions_lock:
+            self.last_bucket = bucket
         session = self._session(bucket)
         try:
             audio, durations = self._execute(session, feeds)
@@ -399,7 +407,9 @@ class Engine:
         if not self.options.profile_prefix:
             return []
         plain = [self._plain_session] if self._plain_session is not None else []
-        return [str(session.end_profiling()) for session in [*plain, *self._sessions.values()]]
+        with self._sessions_lock:
+            sessions = [*plain, *self._sessions.values()]
+        return [str(session.end_profiling()) for session in sessions]
 
     def _bucket(self, rows: int, longest: int, length_scale: float) -> Bucket | None:
         """The batch's bucket, or a built one with more rows: a new session costs about 2 s."""
@@ -448,15 +458,18 @@ class Engine:
     def _build(self, fp32: bool) -> ort.InferenceSession:
         edited = self._edited_models()
         model = edited.fp32 if fp32 or not edited.fp16 else edited.fp16
+        with self._sessions_lock:
+            options, shared_arena = self._session_options, self._shared_arena
         try:
-            return build_session(model, self._session_options, self._providers)
+            return build_session(model, options, self._providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
-            if not self._shared_arena:
+            if not shared_arena:
                 raise
             own_arena = session_options(self.options.cpu_threads, False, self.options.profile_prefix)
             session = build_session(model, own_arena, self._providers)
             log.warning("session with the shared GPU arena failed (%s): sessions keep their own", error)
-            self._shared_arena, self._session_options = False, own_arena  # only once that worked
+            with self._sessions_lock:  # only once that worked
+                self._shared_arena, self._session_options = False, own_arena
             return session
 
     def _execute(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -57,4 +57,4 @@ def load_engine(
             return StagedEngine(voice, options)
         except UnsupportedGraph as error:
             log.warning("voice %s does not split into stages (%s): single-session engine", voice.name, error)
-    return Engine(voice, options)
+    return Engine.load(voice, options)

@@ -20,7 +20,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Final
 
 from synthesis.phonemes import Phonemizer
-from synthesis.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter, normalize, split_paragraphs
+from synthesis.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter, normalize
+from ttsfarm.breaks import split_paragraphs
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
 

@@ -158,10 +158,17 @@ def run_options(use_cuda: bool) -> ort.RunOptions | None:
     return options
 
 
+ORT_LOG_SEVERITY: Final = 3
+"""onnxruntime's own log, which goes to stderr unformatted: errors only (its warnings repeat
+what the engine logs). The level is process-wide; it is set where sessions are built, never at
+import."""
+
+
 def build_session(
     model: bytes | str, options: ort.SessionOptions, providers: list[Any]
 ) -> ort.InferenceSession:
     """A session that raises when a GPU kernel fails, instead of quietly moving to the CPU."""
+    ort.set_default_logger_severity(ORT_LOG_SEVERITY)
     session = ort.InferenceSession(model, options, providers=providers)
     session.disable_fallback()
     return session

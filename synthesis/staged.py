@@ -212,10 +212,6 @@ class StagedEngine:
     def on_gpu(self) -> bool:
         return self.provider == CUDA
 
-    def limit_runs(self, runs: int) -> None:
-        """Allow ``runs`` front runs at once from now on; call it while none is running."""
-        self._run_slots = threading.BoundedSemaphore(max(runs, 1))
-
     def default_scales(self) -> Scales:
         return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
 

@@ -1,5 +1,6 @@
 """Text normalisation and segmentation: text in, ordered segments out, each short enough
-for the model and each keeping the source text it speaks."""
+for the model and each keeping the source text it speaks. Pauses and paragraph breaks follow
+``ttsfarm.breaks``."""
 
 from __future__ import annotations
 
@@ -12,20 +13,14 @@ from typing import Final
 import pysbd
 
 from synthesis.phonemes import Phonemizer
+from ttsfarm.breaks import PAUSE_CLAUSE, PAUSE_PARAGRAPH, PAUSE_SENTENCE, PAUSE_WORD, split_paragraphs
 
 DEFAULT_MAX_PHONEME_IDS: Final = 400
 """Cap on phoneme ids per segment (about 15 s of speech). Longer sentences are split at
 clauses, then words, so no input is ever too long for the model."""
 
-PAUSE_PARAGRAPH: Final = 0.60
-PAUSE_SENTENCE: Final = 0.30
-PAUSE_CLAUSE: Final = 0.12
-PAUSE_WORD: Final = 0.04
-"""Silence (seconds) after a segment, by the kind of boundary that ends it."""
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _CLAUSE_END = re.compile(r"(?<=[,;:\u2013\u2014)])\s+")
 
 
@@ -46,10 +41,6 @@ def normalize(text: str) -> str:
     text = _CONTROL.sub(" ", text)
     paragraphs = (_SPACES.sub(" ", p.replace("\n", " ")).strip() for p in split_paragraphs(text))
     return "\n\n".join(p for p in paragraphs if p)
-
-
-def split_paragraphs(text: str) -> list[str]:
-    return _PARAGRAPH_BREAK.split(text)
 
 
 def split_sentences(paragraph: str) -> list[str]:

@@ -22,7 +22,7 @@ def voice() -> Voice:
 
 @pytest.fixture(scope="session")
 def engine(voice: Voice) -> Engine:
-    return Engine(voice, EngineOptions(provider="cpu"))
+    return Engine.load(voice, EngineOptions(provider="cpu"))
 
 
 @pytest.fixture(scope="session")

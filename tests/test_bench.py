@@ -33,7 +33,7 @@ def test_buckets_round_up() -> None:
 
 @pytest.fixture(scope="module")
 def bucketed(voice: Voice) -> Engine:
-    return Engine(voice, EngineOptions(provider="cpu", shape_buckets=True))
+    return Engine.load(voice, EngineOptions(provider="cpu", shape_buckets=True))
 
 
 def test_bucketed_engine_matches_the_plain_one(
@@ -55,7 +55,7 @@ def test_bucketed_engine_matches_the_plain_one(
 def test_long_batches_run_in_parts(
     voice: Voice, phonemizer: Phonemizer, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = Engine(voice, EngineOptions(provider="cpu", max_batch_frames=200, warmup=False))
+    small = Engine.load(voice, EngineOptions(provider="cpu", max_batch_frames=200, warmup=False))
     items = [EngineItem(phonemizer.ids(text)) for text in TEXT.split(". ")]
     runs: list[int] = []
     run_once = small._run_once

@@ -8,7 +8,8 @@ import pytest
 
 from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.export import ffmetadata, srt, srt_time
-from ttsfarm.audiobook.parts import PAUSE_BETWEEN_ROWS, PAUSE_IN_PARAGRAPH, book_parts, chapter_parts
+from ttsfarm.audiobook.parts import book_parts, chapter_parts
+from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
 from ttsfarm.errors import InvalidInput
 from ttsfarm.files import slug
 from ttsfarm.jobs import SegmentTiming, SynthesisOptions
@@ -128,9 +129,9 @@ def test_an_over_long_row_is_cut_at_sentences_then_words(tmp_path: Path) -> None
     parts = chapter_parts(book.chapters[0], max_chars=50)
     assert all(len(p.text) <= 50 for p in parts)
     assert " ".join(p.text for p in parts).split() == long_text.split()
-    assert parts[0].pause_after == PAUSE_IN_PARAGRAPH  # cut inside a paragraph
+    assert parts[0].pause_after == PAUSE_SENTENCE  # cut inside a paragraph
     assert parts[0].text.endswith("four.")
-    assert book_parts(book, 50)[1][0].pause_after == PAUSE_BETWEEN_ROWS
+    assert book_parts(book, 50)[1][0].pause_after == PAUSE_PARAGRAPH
 
 
 def test_part_keys_follow_content_not_position(tmp_path: Path) -> None:

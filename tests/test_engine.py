@@ -74,7 +74,7 @@ def test_expose_durations_is_idempotent(voice) -> None:  # type: ignore[no-untyp
 
 
 def test_concurrent_runs_from_threads_match_serial_runs(voice: Voice, phonemizer: Phonemizer) -> None:
-    engine = Engine(voice, EngineOptions(provider="cpu", concurrent_runs=2, cpu_threads=1))
+    engine = Engine.load(voice, EngineOptions(provider="cpu", concurrent_runs=2, cpu_threads=1))
     texts = [f"Thread {n} reads a sentence of its own." for n in range(6)]
     serial = [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in texts]
 
@@ -95,7 +95,7 @@ def test_only_a_missing_fp16_plan_moves_a_bucket_to_fp32() -> None:
 
 
 def test_a_new_bucket_meeting_two_runners_is_built_once(voice: Voice, phonemizer: Phonemizer) -> None:
-    engine = Engine(
+    engine = Engine.load(
         voice, EngineOptions(provider="cpu", shape_buckets=True, concurrent_runs=2, cpu_threads=1)
     )
     built = engine.sessions_built
@@ -125,7 +125,7 @@ def test_a_graph_that_is_not_a_piper_voice_is_refused_at_load(voice, tmp_path) -
     onnx.save(model, tmp_path / "identity.onnx")
     shutil.copy(voice.config_path, tmp_path / "identity.onnx.json")
     with pytest.raises(ValueError, match=r"where a Piper voice takes \['input', 'input_lengths', 'scales'\]"):
-        Engine(resolve_voice(str(tmp_path / "identity.onnx")), EngineOptions(provider="cpu"))
+        Engine.load(resolve_voice(str(tmp_path / "identity.onnx")), EngineOptions(provider="cpu"))
 
 
 @pytest.mark.skipif(gpu_present(), reason="checks a machine without a GPU")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from synthesis.frontend import TextFrontend, chunk_paragraphs
-from synthesis.text import PAUSE_PARAGRAPH, normalize, split_paragraphs
+from synthesis.text import normalize
+from ttsfarm.breaks import PAUSE_PARAGRAPH, split_paragraphs
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
 

@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from synthesis.build import BatchPolicy, engine_options, gpu_text_processes, local_synthesizer
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import SettingsError
 from ttsfarm.jobs import JobRequest
 from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
@@ -38,9 +38,9 @@ def test_host_side_settings_win_and_are_checked() -> None:
     )
     policy = BatchPolicy.for_settings(settings, on_gpu=True)
     assert (policy.runners, policy.concurrent_runs, policy.text_processes) == (2, 1, 0)
-    with pytest.raises(InvalidInput, match="TTSFARM_BATCH_RUNNERS must be at least 1"):
+    with pytest.raises(SettingsError, match="TTSFARM_BATCH_RUNNERS must be at least 1"):
         BatchPolicy.for_settings(Settings(batch_runners=0), on_gpu=False)
-    with pytest.raises(InvalidInput, match="TTSFARM_TEXT_PROCESSES must be 0 or more"):
+    with pytest.raises(SettingsError, match="TTSFARM_TEXT_PROCESSES must be 0 or more"):
         BatchPolicy.for_settings(Settings(text_processes=-1), on_gpu=False)
 
 
@@ -69,7 +69,7 @@ def test_engine_options_from_settings() -> None:
         Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_SHAPE_BUCKETS": "off", "TTSFARM_GPU": "3"})
     )
     assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", False, 3)
-    with pytest.raises(InvalidInput, match="TTSFARM_PRECISION must be"):
+    with pytest.raises(SettingsError, match="TTSFARM_PRECISION must be"):
         engine_options(Settings(precision="int4"))
 
 
@@ -81,5 +81,5 @@ def test_shipped_config_loads_and_env_wins() -> None:
 
 
 def test_a_bad_batch_size_is_a_clear_error() -> None:
-    with pytest.raises(InvalidInput, match="TTSFARM_MAX_BATCH must be at least 1"):
+    with pytest.raises(SettingsError, match="TTSFARM_MAX_BATCH must be at least 1"):
         BatchPolicy.for_settings(Settings(max_batch=0), on_gpu=False)

@@ -19,7 +19,7 @@ def rss_mib() -> float:
 
 
 def test_a_long_run_does_not_keep_its_memory(voice: Voice) -> None:
-    engine = Engine(voice, EngineOptions(provider="cpu"))  # its own arena, not the shared fixture's
+    engine = Engine.load(voice, EngineOptions(provider="cpu"))  # its own arena, not the shared fixture's
     scales = engine.default_scales()
     engine.run([EngineItem(filler_ids(voice, 20))], scales)
     before = rss_mib()

@@ -23,7 +23,7 @@ from synthesis.staged import FRAME_BUCKETS, StagedEngine, frame_bucket
 from synthesis.stages import NOISE_OP, UnsupportedGraph, split_voice
 from tests.conftest import DETERMINISTIC
 from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import SettingsError
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice, resolve_voice
 
@@ -118,7 +118,7 @@ def staged_buckets(voice: Voice) -> StagedEngine:
 
 @pytest.fixture(scope="module")
 def single_buckets(voice: Voice) -> Engine:
-    return Engine(voice, BUCKETS)
+    return Engine.load(voice, BUCKETS)
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +292,7 @@ def speaker_items(phonemizer: Phonemizer) -> list[EngineItem]:
 
 @pytest.fixture(scope="module")
 def single_speakers(speaker_voice: Voice, speaker_items: list[EngineItem]) -> list[np.ndarray]:
-    return Engine(speaker_voice, CPU).run(speaker_items, DETERMINISTIC)
+    return Engine.load(speaker_voice, CPU).run(speaker_items, DETERMINISTIC)
 
 
 def _assert_speaker_gains(waves: list[np.ndarray]) -> None:
@@ -347,7 +347,7 @@ def test_a_voice_that_does_not_split_runs_in_the_single_engine(
 
 
 def test_an_unknown_engine_setting_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="TTSFARM_ENGINE"):
+    with pytest.raises(SettingsError, match="TTSFARM_ENGINE"):
         engine_options(Settings.load({"TTSFARM_ENGINE": "turbo"}))
     assert engine_options(Settings.load({"TTSFARM_ENGINE": "staged"})).provider == "auto"
 

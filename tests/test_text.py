@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from synthesis.phonemes import Phonemizer
-from synthesis.text import PAUSE_PARAGRAPH, PAUSE_SENTENCE, Segmenter, normalize
+from synthesis.text import Segmenter, normalize
+from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
 
 
 def test_normalize_collapses_space_and_keeps_paragraphs() -> None:

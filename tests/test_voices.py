@@ -55,7 +55,7 @@ def test_multi_speaker_voice(voice: Voice, tmp_path: Path) -> None:
     assert duo.speaker_id(None) == 0 and duo.speaker_id(1) == 1 and duo.speaker_id("bob") == 1
     with pytest.raises(VoiceNotFound, match=r"speakers 0\.\.1"):
         duo.speaker_id(2)
-    engine = Engine(duo, EngineOptions(provider="cpu", warmup=False))
+    engine = Engine.load(duo, EngineOptions(provider="cpu", warmup=False))
     ids = Phonemizer(duo).ids("Two voices, one model.")
     waves = engine.run([EngineItem(ids, 0), EngineItem(ids, 1)], DETERMINISTIC)
     assert len(waves[0]) == len(waves[1]) > 0

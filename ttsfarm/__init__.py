@@ -6,22 +6,28 @@ Nothing here imports onnxruntime or the synthesis engine at import, so producers
 
 from ttsfarm.errors import (
     InvalidInput,
+    JobFailed,
     JobNotFound,
     PermanentError,
+    SettingsError,
     StorageUnavailable,
     TransientError,
     TtsfarmError,
     UnsupportedFormat,
     VoiceNotFound,
+    WaitTimeout,
 )
 
 __all__ = [
     "InvalidInput",
+    "JobFailed",
     "JobNotFound",
     "PermanentError",
+    "SettingsError",
     "StorageUnavailable",
     "TransientError",
     "TtsfarmError",
     "UnsupportedFormat",
     "VoiceNotFound",
+    "WaitTimeout",
 ]

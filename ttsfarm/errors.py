@@ -2,17 +2,22 @@
 
     TtsfarmError                 base of everything ttsfarm raises on purpose
     ├── PermanentError           retrying will not help: the request must change
+    │   ├── SettingsError        a setting (environment, config file) is not usable: fix it, restart
     │   ├── InvalidInput         empty text, text over the limit, bad file, bad option
     │   ├── VoiceNotFound        unknown voice name or path
     │   ├── UnsupportedFormat    output format we cannot encode
     │   ├── JobNotFound          no job with that id
+    │   ├── JobFailed            the job ended in failure (its error says why)
     │   ├── Cancelled            the job was cancelled before it finished
+    │   ├── StorageRejected      the storage refused the request (access denied, bad credentials)
+    │   ├── EngineOutOfMemory    the device ran out of memory for a batch (one segment, split)
     │   └── DeviceUnavailable    a GPU was asked for and cannot be used
     └── TransientError           may succeed on retry (broker blip, storage throttling)
         ├── BrokerUnavailable    the broker cannot be reached
         ├── QueueFull            the farm's queue holds as many jobs as it may: submit later
-        ├── StorageUnavailable   the storage backend failed or cannot be reached
+        ├── StorageUnavailable   the storage backend failed or cannot be reached, or a disk is full
         ├── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
+        ├── WaitTimeout          a job did not finish within the wait (it may still finish)
         └── WorkerStopping       the worker is stopping: the job goes back to the queue
 
 Programmer errors stay built-in (``ValueError``, ``TypeError``).
@@ -28,6 +33,11 @@ class TtsfarmError(Exception):
 
 class PermanentError(TtsfarmError):
     """The request cannot succeed as given; retrying will not help."""
+
+
+class SettingsError(PermanentError):
+    """A setting (a ``TTSFARM_*`` variable or a config file value) is not usable. Raised where the
+    settings are built, at the edge: a command or a worker start stops with this one line."""
 
 
 class InvalidInput(PermanentError):
@@ -51,8 +61,21 @@ class JobNotFound(PermanentError):
     """No job with the given id is known."""
 
 
+class JobFailed(PermanentError):
+    """The job ended in failure; the message says why."""
+
+
 class Cancelled(PermanentError):
     """The job was cancelled; what it had produced was thrown away."""
+
+
+class StorageRejected(PermanentError):
+    """The storage refused the request for a reason retrying will not fix."""
+
+
+class EngineOutOfMemory(PermanentError):
+    """The runtime could not allocate memory for a batch. The batcher halves the batch and splits
+    a single segment first; one that still does not fit fails its job (no retry helps)."""
 
 
 class TransientError(TtsfarmError):
@@ -75,6 +98,10 @@ class StorageUnavailable(TransientError):
 class InvalidAudio(TransientError):
     """The engine returned audio with samples that are not finite numbers. Nothing of it is
     stored; the job is retried (its segments then meet other batches)."""
+
+
+class WaitTimeout(TransientError, TimeoutError):
+    """The job did not finish within the time given; it may still finish: wait again."""
 
 
 class WorkerStopping(TransientError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import InvalidInput, StorageUnavailable, TtsfarmError
 
 SLUG_MAX_CHARS: Final = 40
 FILE_MODE: Final = 0o666
@@ -35,6 +36,30 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+PASSING_ERRNOS: Final = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EIO,
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOMEM,
+    }
+)
+"""Write failures of the disk, not of the path: full, over quota, an I/O error, out of handles.
+They pass (space is freed, the disk comes back), so they are transient and the job is retried."""
+
+
+def write_error(where: Path | str, error: OSError) -> TtsfarmError:
+    """The error to raise for ``error`` while writing ``where``: :class:`StorageUnavailable`
+    (transient) for a full or failing disk, :class:`InvalidInput` for a path that cannot be
+    written (missing folder, no permission) until it is changed."""
+    message = f"cannot write {where}: {error.strerror or error}"
+    return StorageUnavailable(message) if error.errno in PASSING_ERRNOS else InvalidInput(message)
+
+
 @contextmanager
 def atomic_target(path: Path) -> Iterator[Path]:
     """A temp path beside ``path``, with the same extension so tools can tell the format.
@@ -50,7 +75,7 @@ def atomic_target(path: Path) -> Iterator[Path]:
             f"cannot write to {path.parent}: part of that path is a file, not a folder"
         ) from None
     except OSError as error:
-        raise InvalidInput(f"cannot write to {path.parent}: {error.strerror or error}") from None
+        raise write_error(f"to {path.parent}", error) from None
     temp = Path(partial)
     try:
         yield temp

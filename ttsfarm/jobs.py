@@ -1,15 +1,22 @@
-"""Job messages and results: frozen dataclasses that travel as JSON (never pickle)."""
+"""Jobs: the request, its result, its states, and the one loop that waits for a job to end.
+
+Requests and results are frozen dataclasses that travel as JSON (never pickle). A job's
+:class:`JobStatus` is read from wherever its record lives (the farm's registry, or storage for a
+job run in-process); :func:`wait_until_done` polls any such source, and every waiter (``Client.wait``,
+``ttsfarm status --wait``, the audiobook's farm renderer) uses it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from ttsfarm.errors import InvalidInput, UnsupportedFormat
+from ttsfarm.errors import Cancelled, InvalidInput, JobFailed, JobNotFound, UnsupportedFormat, WaitTimeout
 
 MAX_TEXT_CHARS: Final = 200_000
 """Longest text one job accepts (about 3.5 hours of speech). Split longer works into
@@ -80,7 +87,8 @@ def _number(value: object) -> bool:
 def check_options(options: SynthesisOptions) -> None:
     """Raise :class:`InvalidInput` for options no voice can take: a voice that is not a name, a
     speaker that is not an id, a scale that is not a number in range. Whether the voice exists
-    and has that speaker is for the worker to say: the producer need not have the voices."""
+    and has that speaker is checked against the farm's voices where the job is made
+    (``VoiceCatalog``: ``Client.submit``, the gateway)."""
     if not isinstance(options.voice, str) or not options.voice.strip():
         raise InvalidInput(
             f"the voice must be a voice name or the path of a Piper .onnx file, not {options.voice!r}"
@@ -249,10 +257,76 @@ class JobResult:
         )
 
 
-_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled", "unknown"]
+TERMINAL_STATES: Final = frozenset({"succeeded", "failed", "cancelled"})
+POLL_SECONDS: Final = 0.25
+"""How often a waiter reads a job's status."""
 
 
-def estimate_segments(text: str) -> int:
-    """About how many segments ``text`` makes (its sentence ends): enough to size a progress
-    bar without phonemizing anything."""
-    return max(1, len(_SENTENCE_END.findall(text)))
+@dataclass(frozen=True)
+class JobStatus:
+    """What a user can know about a job at one moment."""
+
+    job_id: str
+    state: JobState
+    progress: float = 0.0
+    """0..1, the share of the job's segments done."""
+    segments_done: int = 0
+    segments_total: int = 0
+    audio_seconds: float = 0.0
+    error: str | None = None
+    result: JobResult | None = None
+    submitted_at: float | None = None
+    started_at: float | None = None
+    """When a worker last started it (its queue wait is ``started_at - submitted_at``)."""
+    finished_at: float | None = None
+    attempts: int = 0
+    """How often a worker started it (more than once after a retry or a redelivery)."""
+    cancel_requested: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def outcome(self) -> JobResult:
+        """The result of a finished job; :class:`JobFailed`, :class:`Cancelled` or
+        :class:`JobNotFound` for one that ended otherwise or was never submitted."""
+        if self.state == "unknown":
+            raise JobNotFound(f"unknown job id {self.job_id}")
+        if self.state == "failed":
+            raise JobFailed(f"job {self.job_id} failed: {self.error}")
+        if self.state == "cancelled":
+            raise Cancelled(f"job {self.job_id} was cancelled")
+        if self.state != "succeeded" or self.result is None:
+            raise ValueError(f"job {self.job_id} is {self.state}: it has no outcome yet")
+        return self.result
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "result"}
+        data["result"] = self.result.to_dict() if self.result else None
+        return data
+
+
+def wait_until_done(
+    job_id: str,
+    status: Callable[[str], JobStatus],
+    timeout: float | None = None,
+    poll: float = POLL_SECONDS,
+    on_status: Callable[[JobStatus], None] | None = None,
+) -> JobStatus:
+    """Read ``status(job_id)`` every ``poll`` seconds until the job is done; its last status
+    (``.outcome()`` gives the result or raises). ``on_status`` sees every status read (progress
+    bars; it may raise to stop waiting). :class:`JobNotFound` for a job never submitted,
+    :class:`WaitTimeout` after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = status(job_id)
+        if current.state == "unknown":
+            raise JobNotFound(f"unknown job id {job_id}")
+        if on_status is not None:
+            on_status(current)
+        if current.done and (current.state != "succeeded" or current.result is not None):
+            return current
+        if deadline is not None and time.monotonic() >= deadline:
+            raise WaitTimeout(f"job {job_id} is still {current.state} after {timeout} s")
+        time.sleep(poll)

@@ -2,7 +2,10 @@
 
 Precedence, highest first: environment variables, the config file, the defaults below.
 The config file is ``$TTSFARM_CONFIG`` if set, else ``configs/ttsfarm.toml`` in the current
-folder if it exists. Everything below the CLI and the worker start takes plain arguments.
+folder if it exists. :meth:`Settings.load` is called at the edges only (a ``ttsfarm`` command,
+``celery -A worker.app``, the gateway's app factory, ``Client.from_env``); every value is
+checked when a :class:`Settings` is made, so a bad one stops the start with a
+:class:`~ttsfarm.errors.SettingsError`. Everything below takes the object or plain arguments.
 """
 
 from __future__ import annotations
@@ -10,16 +13,21 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import SettingsError
 
 ENV_PREFIX: Final = "TTSFARM_"
 DEFAULT_CONFIG_PATH: Final = Path("configs") / "ttsfarm.toml"
 NO_BROKER_MESSAGE: Final = "no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
 
+
+ProviderName = Literal["auto", "cuda", "cpu"]
+PrecisionName = Literal["auto", "fp16", "fp32"]
+EngineName = Literal["auto", "single", "staged"]
+ShapeBuckets = Literal["auto", "on", "off"]
 
 PROBE_TIMEOUT_SECONDS: Final = 10.0
 """How long a worker's health probe batch may take (it waits behind queued batches) before the
@@ -54,19 +62,19 @@ class Settings:
     """Default voice name, or the path of a Piper ``.onnx`` file."""
     voices_dir: str | None = None
     """Extra folder of Piper voices (``NAME.onnx`` + ``NAME.onnx.json``)."""
-    provider: str = "auto"
+    provider: ProviderName = "auto"
     """``auto`` (GPU if there is one), ``cuda`` or ``cpu``."""
     gpu: int = 0
     """The GPU a worker is pinned to."""
     cpu_threads: int = 0
     """ONNX Runtime threads on CPU; 0 means one per core."""
-    precision: str = "auto"
+    precision: PrecisionName = "auto"
     """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
-    engine: str = "auto"
+    engine: EngineName = "auto"
     """``staged``: engine v2, the voice in stages with CUDA graphs; ``single``: one session per
     shape bucket; ``auto``: staged on a GPU for batches of 16 and more, else single
     (``synthesis.engines.wants_staged``)."""
-    shape_buckets: str = "auto"
+    shape_buckets: ShapeBuckets = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
@@ -135,6 +143,22 @@ class Settings:
     metrics_address: str = "0.0.0.0"
     """The address the metrics server listens on (``127.0.0.1`` keeps it to this host)."""
 
+    def __post_init__(self) -> None:
+        for name, kind in _CHOICES.items():
+            value = getattr(self, name)
+            choices = get_args(kind)
+            if value not in choices:
+                listed = f"{', '.join(choices[:-1])} or {choices[-1]}"
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be {listed}, not {value!r}")
+        for name in _AT_LEAST_ONE:
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1, not {value}")
+        for name in _NOT_NEGATIVE:
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be 0 or more, not {value}")
+
     @property
     def farm_mode(self) -> bool:
         return bool(self.broker_url)
@@ -147,7 +171,7 @@ class Settings:
         """The TLS options of a ``rediss://`` connection, as redis-py and kombu both take them."""
         options = {"ssl_cert_reqs": "required"}
         if self.redis_tls_key_file and not self.redis_tls_cert_file:
-            raise InvalidInput(
+            raise SettingsError(
                 f"{ENV_PREFIX}REDIS_TLS_KEY_FILE is set without {ENV_PREFIX}REDIS_TLS_CERT_FILE: set both"
             )
         for name, option in _TLS_FILES.items():
@@ -155,7 +179,7 @@ class Settings:
             if path is None:
                 continue
             if not Path(path).is_file():
-                raise InvalidInput(f"{ENV_PREFIX}{name.upper()}={path}: no such file")
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()}={path}: no such file")
             options[option] = path
         return options
 
@@ -176,10 +200,11 @@ class Settings:
                 values[spec.name] = raw
         return cls(**{name: _convert(name, value) for name, value in values.items()})
 
-    def replace(self, **changes: Any) -> Settings:
-        from dataclasses import replace
-
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+    def with_options(self, **options: Any) -> Settings:
+        """These settings with each command-line option that was given in place; an option left
+        out (``None``) keeps the setting. Unlike :func:`dataclasses.replace`, ``None`` never
+        clears a setting."""
+        return replace(self, **{k: v for k, v in options.items() if v is not None})
 
 
 _TLS_FILES: Final = {
@@ -188,25 +213,40 @@ _TLS_FILES: Final = {
     "redis_tls_key_file": "ssl_keyfile",
 }
 _TYPES: Final = {f.name: str(f.type) for f in fields(Settings)}
+_CHOICES: Final = {
+    "provider": ProviderName,
+    "precision": PrecisionName,
+    "engine": EngineName,
+    "shape_buckets": ShapeBuckets,
+}
+_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "max_phoneme_ids")
+_NOT_NEGATIVE: Final = (
+    "text_processes",
+    "cpu_threads",
+    "gpu",
+    "presign_seconds",
+    "metrics_port",
+    "max_queued_jobs",
+)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InvalidInput(f"config file {path} does not exist") from None
+        raise SettingsError(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as error:
-        raise InvalidInput(f"config file {path} is not valid TOML: {error}") from None
+        raise SettingsError(f"config file {path} is not valid TOML: {error}") from None
     table = data.get("ttsfarm", data)
     unknown = sorted(set(table) - set(_TYPES))
     if unknown:
-        raise InvalidInput(f"config file {path}: unknown settings {', '.join(unknown)}")
+        raise SettingsError(f"config file {path}: unknown settings {', '.join(unknown)}")
     return dict(table)
 
 
 def _convert(name: str, value: Any) -> Any:
     if name not in _TYPES:
-        raise InvalidInput(f"unknown setting {name!r}")
+        raise SettingsError(f"unknown setting {name!r}")
     kind = _TYPES[name]
     if value == "" and "None" in kind:
         return None
@@ -218,5 +258,5 @@ def _convert(name: str, value: Any) -> Any:
         if kind.startswith("bool"):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
     except (TypeError, ValueError):
-        raise InvalidInput(f"setting {ENV_PREFIX}{name.upper()}={value!r} is not a valid {kind}") from None
+        raise SettingsError(f"setting {ENV_PREFIX}{name.upper()}={value!r} is not a valid {kind}") from None
     return value

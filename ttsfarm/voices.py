@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,6 @@ from ttsfarm.errors import VoiceNotFound
 DEFAULT_HOP_LENGTH: Final = 256
 """Samples per duration frame in Piper's VITS voices (used when the config omits it)."""
 
-VOICES_DIR_ENV: Final = "TTSFARM_VOICES_DIR"
 """Environment variable naming an extra folder of ``*.onnx`` + ``*.onnx.json`` voices."""
 
 
@@ -108,7 +106,7 @@ def _folder_voices(folder: Path) -> Iterator[Voice]:
 def list_voices(voices_dir: str | None = None) -> list[Voice]:
     """Every voice known by name: the built-in ones, then those in ``voices_dir``."""
     voices = list(_builtin_voices())
-    folder = voices_dir or os.environ.get(VOICES_DIR_ENV)
+    folder = voices_dir
     if folder and Path(folder).is_dir():
         voices.extend(_folder_voices(Path(folder)))
     return voices
@@ -129,3 +127,25 @@ def resolve_voice(name_or_path: str, voices_dir: str | None = None) -> Voice:
     raise VoiceNotFound(
         f"unknown voice {name_or_path!r}: use one of {known}, or the path of a Piper .onnx file"
     )
+
+
+class VoiceCatalog:
+    """The voices a farm serves (the built-in ones and those in its ``voices_dir``), by name or
+    ``.onnx`` path, each resolved once: where a job is made, its voice and speaker are checked
+    against them, so that what a producer queues a worker can run."""
+
+    def __init__(self, voices_dir: str | None = None) -> None:
+        self.voices_dir = voices_dir
+        self._found: dict[str, Voice] = {}
+
+    def voice(self, name_or_path: str) -> Voice:
+        """The voice, or :class:`VoiceNotFound` with the names to choose from."""
+        if name_or_path not in self._found:
+            self._found[name_or_path] = resolve_voice(name_or_path, self.voices_dir)
+        return self._found[name_or_path]
+
+    def check(self, name_or_path: str, speaker: int | str | None) -> Voice:
+        """The voice, with ``speaker`` checked against its speakers."""
+        voice = self.voice(name_or_path)
+        voice.speaker_id(speaker)
+        return voice

@@ -23,7 +23,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from ttsfarm.errors import InvalidInput
+from ttsfarm.errors import SettingsError
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Synthesizer
@@ -132,7 +132,7 @@ class WorkerMetrics:
         try:
             start_http_server(port, address, registry=self.registry)
         except OSError as error:
-            raise InvalidInput(
+            raise SettingsError(
                 f"cannot serve metrics on {address}:{port} ({error.strerror or error}): give each "
                 "worker of a host its own TTSFARM_METRICS_PORT, or 0 to turn metrics off"
             ) from None

@@ -4,6 +4,7 @@ processes started here, Flower, and the HTTP gateway (`ttsfarm serve`) with its 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,28 +17,27 @@ import boto3
 import httpx
 import pytest
 import redis
-from moto.server import ThreadedMotoServer
 
+from bench.farm import CREDENTIALS, free_port, start_s3, start_worker, stop_workers
+from bench.farm import farm_env as bench_farm_env
 from gateway.keys import KeyStore
 from producer import Client
 from ttsfarm.settings import Settings
+from ttsfarm.voices import resolve_voice
 
 # TTSFARM_TEST_REDIS points the suite at another Redis server (two suites at once must not share one).
 REDIS_SERVER = os.environ.get("TTSFARM_TEST_REDIS", "redis://127.0.0.1:6379")
 REDIS_URL = f"{REDIS_SERVER}/11"
 BUCKET = "ttsfarm-test"
 PREFIX = "jobs"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def broken_voice(folder: Path) -> str:
+    """A voice that passes every check at submit (its files exist, its config is Piper's) but that
+    no worker can load: a job with it fails on the worker, permanently, without a retry."""
+    (folder / "garbage.onnx").write_bytes(b"not a model")
+    shutil.copy(resolve_voice("joe").config_path, folder / "garbage.onnx.json")
+    return str(folder / "garbage.onnx")
 
 
 def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -62,10 +62,7 @@ def redis_url() -> str:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    server, endpoint = start_s3()
     boto3.client("s3", endpoint_url=endpoint, **_boto_credentials()).create_bucket(Bucket=BUCKET)
     yield endpoint
     server.stop()
@@ -85,22 +82,16 @@ def s3(s3_endpoint: str):  # type: ignore[no-untyped-def]
 
 
 def farm_env(redis_url: str, s3_endpoint: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSFARM_", "AWS_"))}
-    env.update(CREDENTIALS)
-    env.update(
-        TTSFARM_BROKER_URL=redis_url,
-        TTSFARM_STORAGE_URL=f"s3://{BUCKET}/{PREFIX}",
-        TTSFARM_S3_ENDPOINT_URL=s3_endpoint,
-        TTSFARM_PROVIDER="cpu",
-        TTSFARM_RETRY_BACKOFF_SECONDS="0.2",
-        TTSFARM_MAX_BATCH="8",  # CPU workers default to 1; these tests check batching across jobs
+    defaults = {
+        "TTSFARM_PROVIDER": "cpu",
+        "TTSFARM_RETRY_BACKOFF_SECONDS": "0.2",
+        "TTSFARM_MAX_BATCH": "8",  # CPU workers default to 1; these tests check batching across jobs
         # and the host side of a GPU worker: runner threads and a process pool segmenting text
-        TTSFARM_BATCH_RUNNERS="2",
-        TTSFARM_TEXT_PROCESSES="1",
-        TTSFARM_METRICS_PORT="0",  # a test that scrapes gives its worker a free port
-    )
-    env.update(extra)
-    return env
+        "TTSFARM_BATCH_RUNNERS": "2",
+        "TTSFARM_TEXT_PROCESSES": "1",
+        "TTSFARM_METRICS_PORT": "0",  # a test that scrapes gives its worker a free port
+    }
+    return bench_farm_env(redis_url, s3_endpoint, f"s3://{BUCKET}/{PREFIX}", **{**defaults, **extra})
 
 
 class WorkerProcess:
@@ -110,29 +101,10 @@ class WorkerProcess:
         self.log_path = log_path
         port = int(env.get("TTSFARM_METRICS_PORT", "0"))
         self.metrics_url = f"http://127.0.0.1:{port}/metrics" if port else None
-        self._log = log_path.open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "ttsfarm", "worker", "-c", str(concurrency), "-n", f"{name}@%h"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(self.ready, 120, f"worker {name} to start (log: {log_path})")
-
-    def ready(self) -> bool:
-        if self.process.poll() is not None:
-            self._log.close()
-            raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
-        return " ready." in self.log_path.read_text()
+        self.process = start_worker(["-c", str(concurrency), "-n", f"{name}@%h"], env, log_path, timeout=120)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._log.close()
+        stop_workers([self.process], grace=30)
 
 
 @pytest.fixture(scope="session")
@@ -237,5 +209,5 @@ def client(redis_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) ->
     settings = Settings(
         broker_url=redis_url, storage_url=f"s3://{BUCKET}/{PREFIX}", s3_endpoint_url=s3_endpoint
     )
-    with Client.from_env(settings) as farm_client:
+    with Client(settings) as farm_client:
         yield farm_client

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -22,12 +23,20 @@ from producer import Client, JobFailed, JobSpec
 from synthesis.pipeline import Synthesizer
 from synthesis.sessions import gpu_present
 from synthesis.text import split_sentences
-from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, broken_voice, farm_env, free_port, wait_for
 from ttsfarm.cli import main
-from ttsfarm.errors import BrokerUnavailable, Cancelled, InvalidInput, JobNotFound, StorageUnavailable
+from ttsfarm.errors import (
+    BrokerUnavailable,
+    Cancelled,
+    InvalidInput,
+    JobNotFound,
+    StorageUnavailable,
+    VoiceNotFound,
+)
 from ttsfarm.farm.celeryconf import TASK_NAME
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import JobRequest, JobResult
+from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
 from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
@@ -194,7 +203,7 @@ def test_cancel_a_queued_job_never_runs(
     s3,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
-    with Client(redis_url, settings=client.settings.replace(queue="parked")) as parked:
+    with Client(replace(client.settings, queue="parked")) as parked:
         job_id = parked.submit("Never spoken.")
         assert parked.cancel(job_id).state == "cancelled"
         env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE="parked")
@@ -221,11 +230,14 @@ def test_unknown_job_id(client: Client) -> None:
         client.cancel("no-such-job")
 
 
-def test_unknown_voice_fails_with_a_clear_message(client: Client, worker: WorkerProcess) -> None:
-    job_id = client.submit("Who speaks?", voice="nobody")
-    with pytest.raises(JobFailed, match="unknown voice 'nobody'"):
-        client.wait(job_id, timeout=60)
-    assert client.status(job_id).attempts == 1  # permanent: not retried
+def test_an_unknown_voice_or_speaker_is_refused_at_submit(client: Client) -> None:
+    """Checked against the voices the farm serves where the job is made: nothing is queued."""
+    with pytest.raises(VoiceNotFound, match="unknown voice 'nobody': use one of joe"):
+        client.submit("Who speaks?", voice="nobody")
+    with pytest.raises(VoiceNotFound, match="has a single speaker"):
+        client.submit("Who speaks?", speaker=3)
+    with pytest.raises(VoiceNotFound, match="unknown voice 'nobody'"):
+        client.submit_many(["A fine job.", JobSpec("Who speaks?", voice="nobody")])
 
 
 def test_bad_voices_and_options_fail_as_expected_errors(
@@ -247,7 +259,6 @@ def test_bad_voices_and_options_fail_as_expected_errors(
         shutil.copy(config, tmp_path / f"{name}.onnx.json")
     log_start = len(worker.log_path.read_text())
     expected = {
-        client.submit("Who speaks?", voice="nobody"): "unknown voice 'nobody'",
         client.submit("Hi.", voice=str(tmp_path / "identity.onnx")): "is not a Piper voice model",
         client.submit("Hi.", voice=str(tmp_path / "garbage.onnx")): "is not a Piper voice model",
     }
@@ -294,7 +305,7 @@ def test_broker_down_at_submit_is_a_clear_error() -> None:
     started = time.monotonic()
     with (
         pytest.raises(BrokerUnavailable, match="cannot reach"),
-        Client(f"redis://127.0.0.1:{free_port()}/0") as c,
+        Client(Settings(broker_url=f"redis://127.0.0.1:{free_port()}/0")) as c,
     ):
         c.submit("Hello?")
     assert time.monotonic() - started < 15
@@ -307,7 +318,7 @@ def test_storage_down_is_retried_then_failed(
     env = farm_env(redis_url, dead, TTSFARM_QUEUE="no-storage")
     broken = WorkerProcess(env, tmp_path / "broken.log", "no-storage", concurrency=2)
     try:
-        with Client(redis_url, settings=client.settings.replace(queue="no-storage")) as c:
+        with Client(replace(client.settings, queue="no-storage")) as c:
             job_id = c.submit("This will not be stored.")
             with pytest.raises(JobFailed, match=r"storage unreachable during .*gave up after 6 retries"):
                 c.wait(job_id, timeout=120)
@@ -317,8 +328,10 @@ def test_storage_down_is_retried_then_failed(
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")
 
 
-def test_key_of_a_failed_job_can_be_tried_again(client: Client, worker: WorkerProcess) -> None:
-    failed = client.submit("Second chance.", voice="nobody", key="retry-me")
+def test_key_of_a_failed_job_can_be_tried_again(
+    client: Client, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    failed = client.submit("Second chance.", voice=broken_voice(tmp_path), key="retry-me")
     with pytest.raises(JobFailed):
         client.wait(failed, timeout=60)
     retried = client.submit("Second chance.", key="retry-me")
@@ -339,7 +352,9 @@ def test_short_job_does_not_wait_behind_a_long_one(client: Client, worker: Worke
 def test_a_job_that_could_not_be_queued_frees_its_key(client: Client, worker: WorkerProcess) -> None:
     dead_broker = f"redis://127.0.0.1:{free_port()}/0"
     with (
-        Client(dead_broker, result_backend=client.settings.backend_url) as broken,
+        Client(
+            replace(client.settings, broker_url=dead_broker, result_backend=client.settings.backend_url)
+        ) as broken,
         pytest.raises(BrokerUnavailable, match="cannot reach the broker"),
     ):
         broken.submit("Queued at last.", key="flaky-broker")

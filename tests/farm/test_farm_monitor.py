@@ -5,6 +5,7 @@ of a failed job exits 1, and a job is fetched from where its worker stored it.""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import requests
 from click.testing import CliRunner
 
 from producer import Client, JobFailed
-from tests.farm.conftest import WorkerProcess, farm_env, wait_for
+from tests.farm.conftest import WorkerProcess, broken_voice, farm_env, wait_for
 from tests.farm.test_farm import EXAMPLE
 from ttsfarm.cli import main
 from ttsfarm.errors import Cancelled, InvalidInput
@@ -44,8 +45,10 @@ def test_flower_shows_a_cancelled_job_as_revoked_with_a_short_summary(
     assert len(args) < 200 and text[:400] not in args
 
 
-def test_flower_shows_a_failed_job_as_failed(client: Client, worker: WorkerProcess, flower: str) -> None:
-    job_id = client.submit("Nobody speaks this.", voice="nobody")
+def test_flower_shows_a_failed_job_as_failed(
+    client: Client, worker: WorkerProcess, flower: str, tmp_path: Path
+) -> None:
+    job_id = client.submit("Nobody speaks this.", voice=broken_voice(tmp_path))
     with pytest.raises(JobFailed):
         client.wait(job_id, timeout=30)
     wait_for(
@@ -67,9 +70,9 @@ def test_a_key_reused_for_another_text_is_refused(client: Client, worker: Worker
 
 
 def test_status_of_a_failed_or_cancelled_job_exits_1(
-    redis_url: str, s3_endpoint: str, client: Client, worker: WorkerProcess
+    redis_url: str, s3_endpoint: str, client: Client, worker: WorkerProcess, tmp_path: Path
 ) -> None:
-    failed = client.submit("Nobody speaks this either.", voice="nobody")
+    failed = client.submit("Nobody speaks this either.", voice=broken_voice(tmp_path))
     with pytest.raises(JobFailed):
         client.wait(failed, timeout=30)
     runner = CliRunner(env=farm_env(redis_url, s3_endpoint))
@@ -86,8 +89,8 @@ def test_fetch_reads_from_where_the_worker_put_the_audio(
     job_id = client.submit("Fetched from its own place.")
     result = client.wait(job_id, timeout=60)
     # a producer whose own storage setting names another place still finds the job's audio
-    elsewhere = client.settings.replace(storage_url=str(tmp_path / "elsewhere"))
-    with Client.from_env(elsewhere) as other:
+    elsewhere = replace(client.settings, storage_url=str(tmp_path / "elsewhere"))
+    with Client(elsewhere) as other:
         other.fetch(job_id, tmp_path / "got.wav")
     assert hashlib.sha256((tmp_path / "got.wav").read_bytes()).hexdigest() == result.sha256
     assert not (tmp_path / "elsewhere").exists()

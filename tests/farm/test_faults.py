@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ def test_jobs_running_when_redis_restarts_finish(
     env = farm_env(own_redis.url, s3_endpoint)
     worker = WorkerProcess(env, tmp_path / "worker.log", "restart", concurrency=2)
     try:
-        with Client.from_env(Settings(broker_url=own_redis.url)) as client:
+        with Client(Settings(broker_url=own_redis.url)) as client:
             ids = client.submit_many([EXAMPLE[:900], EXAMPLE[900:1800]])
             wait_for(lambda: all(client.status(i).state == "running" for i in ids), 60, "both jobs to run")
             own_redis.crash()
@@ -104,7 +105,7 @@ def test_a_bucket_not_there_yet_is_waited_for(
     )
     worker = WorkerProcess(env, tmp_path / "late.log", "late-bucket", concurrency=1)
     try:
-        with Client(redis_url, settings=client.settings.replace(queue="late-bucket")) as late:
+        with Client(replace(client.settings, queue="late-bucket")) as late:
             job_id = late.submit("Stored once the bucket is back.")
             wait_for(lambda: late.status(job_id).attempts >= 3, 60, "two failed attempts")
             assert "NoSuchBucket" in (late.status(job_id).error or "")
@@ -133,7 +134,7 @@ def test_a_job_longer_than_the_visibility_timeout_runs_once(
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_VISIBILITY_TIMEOUT_SECONDS="2")
     workers = [WorkerProcess(env, tmp_path / f"{n}.log", f"lease-{n}", concurrency=1) for n in range(2)]
     try:
-        with Client(redis_url, settings=client.settings.replace(queue=queue)) as leased:
+        with Client(replace(client.settings, queue=queue)) as leased:
             job_id = leased.submit(EXAMPLE[:1500])
             result = leased.wait(job_id, timeout=180)
             status = leased.status(job_id)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from producer import Client, JobFailed
-from tests.farm.conftest import WorkerProcess, farm_env, free_port
-from ttsfarm.errors import InvalidInput
+from tests.farm.conftest import WorkerProcess, broken_voice, farm_env, free_port
+from ttsfarm.errors import SettingsError
 from worker.metrics import JOB_SECONDS_BUCKETS, nvml_index
 
 
@@ -29,11 +30,13 @@ def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def test_metrics_of_a_real_worker_after_real_jobs(client: Client, worker: WorkerProcess) -> None:
+def test_metrics_of_a_real_worker_after_real_jobs(
+    client: Client, worker: WorkerProcess, tmp_path: Path
+) -> None:
     before = scrape(worker)
     ids = client.submit_many(["The first short job.", "A second one, a little longer than the first."])
     results = [client.wait(job_id, timeout=120) for job_id in ids]
-    bad = client.submit("No such voice here.", voice="no-such-voice")
+    bad = client.submit("No voice can load this.", voice=broken_voice(tmp_path))
     with pytest.raises(JobFailed):
         client.wait(bad, timeout=60)
     after = scrape(worker)
@@ -92,13 +95,13 @@ def test_nvml_numbers_follow_cuda_visible_devices() -> None:
     assert nvml_index(0, "GPU-abc") == 0
 
 
-def test_invalid_input_is_what_a_busy_port_raises() -> None:
+def test_a_busy_port_is_a_settings_error() -> None:
     from worker.metrics import WorkerMetrics
 
     port = free_port()
     first = WorkerMetrics()
     first.serve(port, "127.0.0.1")
-    with pytest.raises(InvalidInput, match="its own TTSFARM_METRICS_PORT"):
+    with pytest.raises(SettingsError, match="its own TTSFARM_METRICS_PORT"):
         WorkerMetrics().serve(port, "127.0.0.1")
 
 

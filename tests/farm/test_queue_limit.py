@@ -31,7 +31,7 @@ def queue() -> Iterator[redis.Redis]:
 
 
 def limited_client(limit: int) -> Client:
-    return Client(URL, settings=Settings(broker_url=URL, max_queued_jobs=limit))
+    return Client(Settings(broker_url=URL, max_queued_jobs=limit))
 
 
 def test_a_full_queue_refuses_and_queues_nothing(queue: redis.Redis) -> None:

@@ -16,7 +16,7 @@ import trustme
 
 from producer import Client
 from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
-from ttsfarm.errors import BrokerUnavailable, InvalidInput
+from ttsfarm.errors import BrokerUnavailable, SettingsError
 from ttsfarm.settings import Settings
 
 
@@ -75,7 +75,7 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsRedis]:
 
 def _answers(server: TlsRedis) -> bool:
     try:
-        Client(server.url, settings=server.settings()).ping()
+        Client(server.settings()).ping()
         return True
     except BrokerUnavailable:
         return False
@@ -94,7 +94,7 @@ def test_a_job_runs_through_a_worker_over_tls(
         for key, value in CREDENTIALS.items():
             monkeypatch.setenv(key, value)
         settings = tls_redis.settings(storage_url=f"s3://{BUCKET}/{PREFIX}", s3_endpoint_url=s3_endpoint)
-        with Client.from_env(settings) as client:
+        with Client(settings) as client:
             assert client.workers(timeout=5), "the worker answers a ping over TLS"
             job_id = client.submit("Spoken over an encrypted broker.")
             result = client.wait(job_id, timeout=120)
@@ -108,7 +108,7 @@ def test_a_job_runs_through_a_worker_over_tls(
 
 def test_the_servers_certificate_is_checked(tls_redis: TlsRedis) -> None:
     """Without the CA the client trusts only the system's store, where the test CA is not."""
-    client = Client(tls_redis.url, settings=tls_redis.settings(redis_tls_ca_file=None))
+    client = Client(tls_redis.settings(redis_tls_ca_file=None))
     with pytest.raises(BrokerUnavailable, match="certificate verify failed"):
         client.ping()
 
@@ -116,7 +116,7 @@ def test_the_servers_certificate_is_checked(tls_redis: TlsRedis) -> None:
 def test_a_client_without_its_certificate_is_refused(tls_redis: TlsRedis) -> None:
     settings = tls_redis.settings(redis_tls_cert_file=None, redis_tls_key_file=None)
     with pytest.raises(BrokerUnavailable):
-        Client(tls_redis.url, settings=settings).ping()
+        Client(settings).ping()
 
 
 def test_plain_redis_is_not_spoken_to_a_tls_port(tls_redis: TlsRedis) -> None:
@@ -126,7 +126,7 @@ def test_plain_redis_is_not_spoken_to_a_tls_port(tls_redis: TlsRedis) -> None:
 
 
 def test_tls_files_that_do_not_exist_are_named(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match=r"TTSFARM_REDIS_TLS_CA_FILE=.*no such file"):
+    with pytest.raises(SettingsError, match=r"TTSFARM_REDIS_TLS_CA_FILE=.*no such file"):
         Settings(redis_tls_ca_file=str(tmp_path / "missing.pem")).redis_tls()
-    with pytest.raises(InvalidInput, match="REDIS_TLS_KEY_FILE is set without"):
+    with pytest.raises(SettingsError, match="REDIS_TLS_KEY_FILE is set without"):
         Settings(redis_tls_key_file=str(tmp_path / "key.pem")).redis_tls()

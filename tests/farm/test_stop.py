@@ -7,6 +7,7 @@ import json
 import signal
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import redis
@@ -32,7 +33,7 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace(
     queue = f"stop-{uuid.uuid4().hex[:6]}"
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_STOP_GRACE_SECONDS="120")
     worker = WorkerProcess(env, tmp_path / "finish.log", "finish", concurrency=2)
-    with Client(redis_url, settings=client.settings.replace(queue=queue)) as c:
+    with Client(replace(client.settings, queue=queue)) as c:
         job_id = c.submit(EXAMPLE[:600])
         wait_for(lambda: c.status(job_id).state == "running", 60, "the job to start")
         exited = stop(worker, 150)
@@ -55,7 +56,7 @@ def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
         TTSFARM_VISIBILITY_TIMEOUT_SECONDS="3600",  # a handed-back job must not wait for this
     )
     worker = WorkerProcess(env, tmp_path / "stopped.log", "stopped", concurrency=2)
-    with Client(redis_url, settings=client.settings.replace(queue=queue)) as c:
+    with Client(replace(client.settings, queue=queue)) as c:
         job_id = c.submit(EXAMPLE * 3)
         wait_for(lambda: c.status(job_id).segments_done > 0, 90, "the job to make audio")
         exited = stop(worker, 60)

@@ -23,12 +23,12 @@ from ttsfarm.audiobook.book import Book
 from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest, is_intact, read_manifest
 from ttsfarm.audiobook.part_cache import PARTS_FOLDER, PartCache
 from ttsfarm.audiobook.parts import PART_FORMAT, Part, book_parts
-from ttsfarm.audiobook.progress import BookProgress
 from ttsfarm.audiobook.render import Renderer
 from ttsfarm.errors import InvalidInput, PermanentError
 from ttsfarm.inputs import check_writable
 from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.mastering import TARGET_LUFS
+from ttsfarm.progress import BookProgress
 
 log = logging.getLogger(__name__)
 

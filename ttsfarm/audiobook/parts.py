@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Final
 
 from ttsfarm.audiobook.book import Book, Chapter, Row
+from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE, split_paragraphs, split_sentences_roughly
 from ttsfarm.jobs import SynthesisOptions
 
 PART_MAX_CHARS: Final = 1_000
@@ -23,15 +23,8 @@ much per part in progress, and a chapter spreads over many workers; still a doze
 enough for the batcher to fill batches."""
 PART_FORMAT: Final = "flac"
 """Parts are kept lossless; only the finished book is encoded lossily."""
-PAUSE_BETWEEN_ROWS: Final = 0.6
-"""Silence between parts that end at a row or paragraph (the pipeline's paragraph pause)."""
-PAUSE_IN_PARAGRAPH: Final = 0.3
-"""Silence between parts cut inside a paragraph, at a sentence end."""
 CACHE_VERSION: Final = 1
 """Part of every key: bump it when a change makes old parts wrong."""
-
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_SENTENCE_END = re.compile(r"(?<=[.!?\u2026])[\"'\u201d\u2019)\]]*\s+")
 
 
 @dataclass(frozen=True)
@@ -89,7 +82,7 @@ def chapter_parts(chapter: Chapter, max_chars: int = PART_MAX_CHARS) -> list[Par
         if run and (
             piece[0].options != run[0][0].options
             or sum(len(t) + 2 for _, t, _ in run) + len(piece[1]) > max_chars
-            or run[-1][2] != PAUSE_BETWEEN_ROWS
+            or run[-1][2] != PAUSE_PARAGRAPH
         ):
             close()
         run.append(piece)
@@ -100,14 +93,14 @@ def chapter_parts(chapter: Chapter, max_chars: int = PART_MAX_CHARS) -> list[Par
 def _cut(text: str, max_chars: int) -> list[tuple[str, float]]:
     """``text`` in pieces of at most ``max_chars`` where it can be, with the pause after each."""
     if len(text) <= max_chars:
-        return [(text, PAUSE_BETWEEN_ROWS)]
+        return [(text, PAUSE_PARAGRAPH)]
     pieces: list[tuple[str, float]] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
+    for paragraph in split_paragraphs(text):
         if not paragraph.strip():
             continue
-        sentences = _pack(_SENTENCE_END.split(paragraph.strip()), max_chars, " ")
-        pieces.extend((s, PAUSE_IN_PARAGRAPH) for s in sentences[:-1])
-        pieces.append((sentences[-1], PAUSE_BETWEEN_ROWS))
+        sentences = _pack(split_sentences_roughly(paragraph), max_chars, " ")
+        pieces.extend((s, PAUSE_SENTENCE) for s in sentences[:-1])
+        pieces.append((sentences[-1], PAUSE_PARAGRAPH))
     return pieces
 
 

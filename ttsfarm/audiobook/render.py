@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ttsfarm.jobs import JobRequest, JobResult, estimate_segments
+from ttsfarm.breaks import estimate_segments
+from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.storage import LocalStorage
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Final, cast
+from typing import Final
 
 import click
 
@@ -61,17 +61,18 @@ def bench(
     """Sweep batch sizes over a realistic mix of segment lengths and print the table."""
     from bench.sweep import corpus_items, format_table, short_latency, sweep, table_line
     from synthesis.build import engine_options
-    from synthesis.engines import EngineKind, load_engine
+    from synthesis.engines import load_engine
     from ttsfarm.voices import resolve_voice
 
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():
         raise click.UsageError(f"no text to benchmark with: {path} does not exist (give --text FILE)")
-    options = engine_options(settings.replace(provider=provider, precision=precision))
+    options = engine_options(settings.with_options(provider=provider, precision=precision))
     if buckets is not None:
         options = dataclasses.replace(options, shape_buckets=buckets)
-    kind = cast(EngineKind, settings.engine)  # checked by engine_options
-    engine = load_engine(resolve_voice(voice or settings.voice, settings.voices_dir), options, kind)
+    engine = load_engine(
+        resolve_voice(voice or settings.voice, settings.voices_dir), options, settings.engine
+    )
     items = corpus_items(engine.voice, path.read_text(encoding="utf-8"), settings.max_phoneme_ids)
     sizes = _sizes(batch_sizes or (DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES))
     click.echo(

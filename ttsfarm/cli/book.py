@@ -71,9 +71,9 @@ def audiobook(
     CSV: a 'text' column, rows grouped by 'chapter' (see docs/audiobook.md).
     """
     from ttsfarm.audiobook.builder import build_audiobook, cached_so_far
-    from ttsfarm.audiobook.progress import BookProgress
     from ttsfarm.audiobook.source import chapter_lines, open_book, select_chapters, with_info
     from ttsfarm.mastering import TARGET_LUFS
+    from ttsfarm.progress import BookProgress
 
     defaults = options_from(voice, speaker, length_scale, settings)
     found = open_book(book_file, defaults, title, skip_empty)
@@ -95,7 +95,7 @@ def audiobook(
             from producer.audiobook import FarmRenderer, upload_book
             from producer.client import Client
 
-            with Client.from_env(settings) as client, BookProgress(disable=quiet) as progress:
+            with Client(settings) as client, BookProgress(disable=quiet) as progress:
                 report = build_audiobook(book, outdir, FarmRenderer(client), book_file, target, progress)
                 uploaded = upload_book(outdir, report.manifest, client.storage)
         else:

@@ -3,31 +3,35 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import click
 
 from ttsfarm.cli.common import FORMAT_METAVAR, describe, options_from, text_from, voice_options
-from ttsfarm.errors import Cancelled, JobNotFound, PermanentError
-from ttsfarm.jobs import JobRequest, JobResult, audio_key, check_format, result_key
+from ttsfarm.errors import JobNotFound, SettingsError
+from ttsfarm.jobs import (
+    JobRequest,
+    JobResult,
+    JobStatus,
+    audio_key,
+    check_format,
+    result_key,
+    wait_until_done,
+)
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
     from producer.client import Client
-    from ttsfarm.farm.registry import JobStatus
 
-STATUS_POLL_SECONDS: Final = 0.25
 _JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
 
 
 def _client(settings: Settings) -> Client:
     from producer.client import Client
 
-    return Client.from_env(settings)
+    return Client(settings)
 
 
 @click.command()
@@ -60,12 +64,6 @@ def submit(
             settings, JobRequest(text, options_from(voice, speaker, length_scale, settings), audio_format)
         )
         return
-    from ttsfarm.voices import resolve_voice
-
-    # Checked here, as `ttsfarm audiobook` checks its parts, so a mistyped voice is one line now
-    # rather than a failed job later (the Python Client leaves it to workers: a producer there
-    # need not have the voices).
-    resolve_voice(voice or settings.voice, settings.voices_dir).speaker_id(speaker)
     client = _client(settings)
     job_id = client.submit(text, voice or settings.voice, audio_format, speaker, length_scale, key)
     click.echo(job_id)
@@ -104,7 +102,6 @@ def _local_result(settings: Settings, job_id: str) -> JobResult:
 
 def _local_status(settings: Settings, job_id: str) -> JobStatus:
     """A job run here by ``submit`` without a broker: finished, with its result in storage."""
-    from ttsfarm.farm.registry import JobStatus
 
     result = _local_result(settings, job_id)
     return JobStatus(
@@ -126,21 +123,14 @@ def _is_job_id(job_id: str) -> bool:
 def _follow(client: Client, job_id: str) -> None:
     from ttsfarm.progress import ProgressBar
 
+    def show(status: JobStatus) -> None:
+        if status.segments_total:
+            bar.update(status)
+
     with ProgressBar(job_id[:8]) as bar:
-        while True:
-            status = client.status(job_id)
-            if status.segments_total:
-                bar.update(status)
-            if status.state == "unknown":
-                raise JobNotFound(f"unknown job id {job_id}")
-            if status.done:
-                break
-            time.sleep(STATUS_POLL_SECONDS)
-    _report(status.to_dict())
-    if status.state == "failed":
-        raise PermanentError(f"job {job_id} failed: {status.error}")
-    if status.state == "cancelled":
-        raise Cancelled(f"job {job_id} was cancelled")
+        final = wait_until_done(job_id, client.status, on_status=show)
+    _report(final.to_dict())
+    final.outcome()  # a failed or cancelled job: one line and exit status 1
 
 
 def _report(status: dict[str, object]) -> None:
@@ -229,40 +219,10 @@ def worker(
     loglevel: str,
 ) -> None:
     """Start a Celery worker for the farm (one per GPU), loading the model once."""
+    from worker.app import run_worker
+
     if not settings.farm_mode:
-        raise PermanentError(NO_BROKER_MESSAGE)
-    # The worker's app reads its settings from the environment when it is imported.
-    if gpu is not None:  # a GPU asked for by number: the worker runs on it or stops
-        os.environ["TTSFARM_GPU"] = str(gpu)
-        os.environ["TTSFARM_PROVIDER"] = "cuda"
-    if cpu:
-        os.environ["TTSFARM_PROVIDER"] = "cpu"
-    if concurrency is not None:
-        os.environ["TTSFARM_CONCURRENCY"] = str(concurrency)
-    from synthesis.build import worker_concurrency
-    from worker.app import app, resources
-    from worker.app import settings as worker_settings
-
-    # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
-    # signal handlers, and a worker that cannot load its model or storage would then fail every
-    # job it takes. A setup error (bad setting, missing voice, no storage) stops it instead.
-    resources.storage  # noqa: B018 - building them is the point
-    engines = resources.synthesizer.batcher.engines
-    on_gpu = any(engine.on_gpu for engine in engines.values())
-
-    name = hostname or (
-        "ttsfarm-cpu@%h"
-        if cpu or worker_settings.provider == "cpu"
-        else f"ttsfarm-gpu{worker_settings.gpu}@%h"
-    )
-    app.worker_main(
-        [
-            "worker",
-            "--pool=threads",
-            f"--concurrency={worker_concurrency(worker_settings, on_gpu)}",
-            f"--queues={worker_settings.queue}",
-            f"--hostname={name}",
-            f"--loglevel={loglevel}",
-            "--task-events",
-        ]
-    )
+        raise SettingsError(NO_BROKER_MESSAGE)
+    # A GPU asked for by number: the worker runs on it or stops.
+    provider = "cpu" if cpu else "cuda" if gpu is not None else None
+    run_worker(settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency), hostname, loglevel)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from ttsfarm.errors import PermanentError
+from ttsfarm.errors import SettingsError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ DEFAULT_PORT: Final = 8000
 
 def _farm_settings(settings: Settings) -> Settings:
     if not settings.farm_mode:
-        raise PermanentError(NO_BROKER_MESSAGE)
+        raise SettingsError(NO_BROKER_MESSAGE)
     return settings
 
 

@@ -22,7 +22,7 @@ from typing import Final
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from ttsfarm.errors import PermanentError
+from ttsfarm.errors import SettingsError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
@@ -53,7 +53,7 @@ def queued_jobs(app: Celery, queue: str) -> int:
 def make_celery(settings: Settings) -> Celery:
     """A Celery app for these settings; the worker adds the task module to it."""
     if not settings.broker_url:
-        raise PermanentError(NO_BROKER_MESSAGE)
+        raise SettingsError(NO_BROKER_MESSAGE)
     # No Celery result backend: the job registry (ttsfarm.farm.registry) is the one record of a job,
     # and Flower works from events. Celery results would keep the whole text again for a week.
     app = Celery("ttsfarm", broker=settings.broker_url)

@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import redis
 
 from ttsfarm.errors import BrokerUnavailable, InvalidInput
-from ttsfarm.jobs import JobResult
+from ttsfarm.jobs import JobResult, JobStatus
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled", "unknown"]
-TERMINAL_STATES: Final = frozenset({"succeeded", "failed", "cancelled"})
 RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""
 KEY_PREFIX: Final = "ttsfarm:"
@@ -53,37 +50,6 @@ redis.call('HSET', KEYS[1], 'cancel_requested', 'true')
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 """
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """What a user can know about a job at one moment."""
-
-    job_id: str
-    state: JobState
-    progress: float = 0.0
-    """0..1, the share of the job's segments done."""
-    segments_done: int = 0
-    segments_total: int = 0
-    audio_seconds: float = 0.0
-    error: str | None = None
-    result: JobResult | None = None
-    submitted_at: float | None = None
-    started_at: float | None = None
-    """When a worker last started it (its queue wait is ``started_at - submitted_at``)."""
-    finished_at: float | None = None
-    attempts: int = 0
-    """How often a worker started it (more than once after a retry or a redelivery)."""
-    cancel_requested: bool = False
-
-    @property
-    def done(self) -> bool:
-        return self.state in TERMINAL_STATES
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "result"}
-        data["result"] = self.result.to_dict() if self.result else None
-        return data
 
 
 def connect(url: str, tls: Mapping[str, str] | None = None) -> redis.Redis:

@@ -6,8 +6,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ttsfarm.errors import InvalidInput, JobNotFound
-from ttsfarm.files import atomic_target, sha256_file, write_atomic
+from ttsfarm.errors import JobNotFound
+from ttsfarm.files import atomic_target, sha256_file, write_atomic, write_error
 from ttsfarm.storage.base import StoredObject, read_chunks
 
 
@@ -43,7 +43,7 @@ class LocalStorage:
         try:
             write_atomic(target, data)
         except OSError as error:
-            raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+            raise write_error(target, error) from None
 
     def get_bytes(self, key: str) -> bytes | None:
         path = self._path(key)
@@ -67,4 +67,4 @@ def _copy_atomically(source: Path, target: Path) -> None:
         with atomic_target(target) as temp:
             shutil.copyfile(source, temp)
     except OSError as error:
-        raise InvalidInput(f"cannot write {target}: {error.strerror}") from None
+        raise write_error(target, error) from None

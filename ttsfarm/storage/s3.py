@@ -18,8 +18,8 @@ import boto3.exceptions
 import botocore.config
 import botocore.exceptions
 
-from ttsfarm.errors import InvalidInput, JobNotFound, PermanentError, StorageUnavailable
-from ttsfarm.files import atomic_target
+from ttsfarm.errors import InvalidInput, JobNotFound, StorageRejected, StorageUnavailable
+from ttsfarm.files import atomic_target, write_error
 from ttsfarm.storage.base import STREAM_CHUNK_BYTES, StoredObject
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ PERMANENT_CODES: Final = frozenset(
 )
 """Refusals no retry fixes. ``NoSuchBucket`` is not one: a store that restarts (MinIO, a new
 volume) answers before its buckets are back, and jobs retry through it (``worker/tasks.py``)."""
-
-
-class StorageRejected(PermanentError):
-    """The storage refused the request for a reason retrying will not fix."""
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -64,9 +60,22 @@ def make_client(endpoint_url: str | None, region: str | None) -> S3Client:
     return boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
 
 
+OBJECT_MISSING: Final = frozenset({"404", "NoSuchKey", "NotFound"})
+"""What the store answers for an object that is not there (a HEAD has no body, so only "404")."""
+BUCKET_MISSING: Final = frozenset({"404", "NoSuchBucket"})
+
+
+def error_code(error: Exception) -> str:
+    """The store's error code (``AccessDenied``, ``NoSuchKey``, ``404``...); empty for an error
+    that never reached the store."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        return str(error.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
 def _translate(error: Exception, what: str) -> Exception:
     if isinstance(error, botocore.exceptions.ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
+        code = error_code(error)
         if code in PERMANENT_CODES:
             return StorageRejected(
                 f"storage refused {what}: {code}: {error.response['Error'].get('Message', '')}"
@@ -93,11 +102,9 @@ class S3Storage:
         try:
             self.client.head_bucket(Bucket=self.bucket)
             return
-        except botocore.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
-                raise _translate(error, f"checking bucket {self.bucket}") from None
         except _ERRORS as error:
-            raise _translate(error, f"checking bucket {self.bucket}") from None
+            if error_code(error) not in BUCKET_MISSING:
+                raise _translate(error, f"checking bucket {self.bucket}") from None
         region = self.client.meta.region_name
         try:
             if region and region != "us-east-1":  # every other AWS region must be named
@@ -149,11 +156,9 @@ class S3Storage:
         """The object's body, not read yet; ``None`` if there is no such object."""
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"]
-        except botocore.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise _translate(error, f"download of {key}") from None
         except _ERRORS as error:
+            if error_code(error) in OBJECT_MISSING:
+                return None
             raise _translate(error, f"download of {key}") from None
 
     def get_bytes(self, key: str) -> bytes | None:
@@ -189,11 +194,9 @@ class S3Storage:
     def exists(self, key: str, sha256: str | None = None) -> bool:
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
-        except botocore.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise _translate(error, f"lookup of {key}") from None
         except _ERRORS as error:
+            if error_code(error) in OBJECT_MISSING:
+                return False
             raise _translate(error, f"lookup of {key}") from None
         return sha256 is None or head["Metadata"].get(SHA256_METADATA) == sha256
 
@@ -206,4 +209,4 @@ class S3Storage:
             except _ERRORS as error:
                 raise _translate(error, f"download of {key}") from None
             except OSError as error:
-                raise InvalidInput(f"cannot write {target}: {error.strerror or error}") from None
+                raise write_error(target, error) from None

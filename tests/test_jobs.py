@@ -1,0 +1,88 @@
+"""The job lifecycle's one home: states, the wait loop every waiter uses, and the error tree."""
+
+from __future__ import annotations
+
+import errno
+import inspect
+from collections.abc import Iterator
+
+import pytest
+
+import ttsfarm.errors
+from ttsfarm.errors import (
+    Cancelled,
+    InvalidInput,
+    JobFailed,
+    JobNotFound,
+    PermanentError,
+    StorageUnavailable,
+    TransientError,
+    TtsfarmError,
+    WaitTimeout,
+)
+from ttsfarm.files import write_error
+from ttsfarm.jobs import JobResult, JobStatus, wait_until_done
+
+RESULT = JobResult("a" * 32, "/tmp/a.wav", None, "wav", 22050, 1.5, 1000, "0" * 64, ())
+
+
+def statuses(*states: JobStatus) -> Iterator[JobStatus]:
+    yield from states
+    while True:
+        yield states[-1]
+
+
+def test_the_wait_loop_follows_a_job_to_its_result() -> None:
+    job_id = RESULT.job_id
+    source = statuses(
+        JobStatus(job_id, "queued"),
+        JobStatus(job_id, "running", segments_done=1, segments_total=2),
+        JobStatus(job_id, "succeeded", result=RESULT),
+    )
+    seen: list[str] = []
+    final = wait_until_done(job_id, lambda _: next(source), poll=0, on_status=lambda s: seen.append(s.state))
+    assert seen == ["queued", "running", "succeeded"]
+    assert final.outcome() == RESULT
+
+
+@pytest.mark.parametrize(
+    "status, error, message",
+    [
+        (JobStatus("j1", "failed", error="no voice"), JobFailed, "job j1 failed: no voice"),
+        (JobStatus("j1", "cancelled"), Cancelled, "job j1 was cancelled"),
+    ],
+)
+def test_a_job_that_ended_otherwise_raises_its_error(
+    status: JobStatus, error: type[Exception], message: str
+) -> None:
+    final = wait_until_done("j1", lambda _: status, poll=0)
+    with pytest.raises(error, match=message):
+        final.outcome()
+
+
+def test_an_unknown_job_and_a_slow_one() -> None:
+    with pytest.raises(JobNotFound, match="unknown job id j2"):
+        wait_until_done("j2", lambda job_id: JobStatus(job_id, "unknown"), poll=0)
+    with pytest.raises(WaitTimeout, match=r"job j3 is still running after 0\.05 s"):
+        wait_until_done("j3", lambda job_id: JobStatus(job_id, "running"), timeout=0.05, poll=0.01)
+
+
+def test_every_error_is_transient_or_permanent_and_drawn_in_the_tree() -> None:
+    classes = [
+        value
+        for value in vars(ttsfarm.errors).values()
+        if inspect.isclass(value) and issubclass(value, TtsfarmError)
+    ]
+    tree = ttsfarm.errors.__doc__ or ""
+    for error in classes:
+        assert error.__name__ in tree, error
+        if error not in (TtsfarmError, PermanentError, TransientError):
+            assert issubclass(error, PermanentError) != issubclass(error, TransientError), error
+
+
+def test_a_full_disk_is_transient_and_a_bad_path_is_not() -> None:
+    full = write_error("/data/out.wav", OSError(errno.ENOSPC, "No space left on device"))
+    assert isinstance(full, StorageUnavailable) and isinstance(full, TransientError)
+    assert str(full) == "cannot write /data/out.wav: No space left on device"
+    denied = write_error("/data/out.wav", PermissionError(errno.EACCES, "Permission denied"))
+    assert isinstance(denied, InvalidInput)

@@ -1,0 +1,72 @@
+"""Settings are built and checked at the edge; nothing below reads the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from producer import Client
+from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
+from ttsfarm.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"TTSFARM_PROVIDER": "gpu"}, "TTSFARM_PROVIDER must be auto, cuda or cpu, not 'gpu'"),
+        ({"TTSFARM_SHAPE_BUCKETS": "maybe"}, "TTSFARM_SHAPE_BUCKETS must be auto, on or off"),
+        ({"TTSFARM_MAX_BATCH": "0"}, "TTSFARM_MAX_BATCH must be at least 1, not 0"),
+        ({"TTSFARM_MAX_WAIT_MS": "soon"}, "TTSFARM_MAX_WAIT_MS='soon' is not a valid float"),
+    ],
+)
+def test_a_bad_setting_is_a_settings_error_where_the_settings_are_made(
+    environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message) as raised:
+        Settings.load(environ)
+    assert isinstance(raised.value, PermanentError) and not isinstance(raised.value, InvalidInput)
+
+
+def test_with_options_keeps_a_setting_whose_option_was_left_out() -> None:
+    settings = Settings(voice="joe", gpu=2)
+    changed = settings.with_options(gpu=None, voice="other", provider="cpu")
+    assert (changed.voice, changed.gpu, changed.provider) == ("other", 2, "cpu")
+    assert dataclasses.replace(settings, voices_dir=None).voices_dir is None  # the stdlib's, untouched
+    with pytest.raises(SettingsError, match="TTSFARM_PRECISION"):
+        settings.with_options(precision="int4")
+
+
+def test_importing_the_worker_app_builds_nothing() -> None:
+    """No settings, Celery app, engine or environment read at import: ``celery -A worker.app``
+    builds its app when it asks for it, and ``ttsfarm worker`` through ``run_worker``."""
+    code = (
+        "import sys, worker.app, worker.tasks, synthesis.engine; "
+        "assert 'app' not in vars(worker.app), 'an app was built at import'; "
+        "print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={"PATH": ""}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_job_is_checked_where_it_is_made() -> None:
+    """``submit`` refuses what no worker could run before it touches the broker (none runs here)."""
+    with Client(Settings(broker_url="redis://127.0.0.1:1/0")) as client:
+        with pytest.raises(InvalidInput, match=r"length scale must be between 0\.1 and 10"):
+            client.submit("Slowly.", length_scale=50)
+        with pytest.raises(VoiceNotFound, match="unknown voice 'nobody': use one of joe"):
+            client.submit("Who?", voice="nobody")
+        with pytest.raises(VoiceNotFound, match="has a single speaker"):
+            client.submit("Who?", speaker=2)
+
+
+def test_a_client_needs_a_broker() -> None:
+    with pytest.raises(SettingsError, match="no broker configured"):
+        Client(Settings())
