@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import os
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -52,9 +54,29 @@ def _ready() -> bool:
     return True
 
 
+PARENT_CHECK_SECONDS: Final = 1.0
+"""How often a text process checks that the process that started it is still there."""
+
+
 def _new_pool(processes: int) -> ProcessPoolExecutor:
     # spawn, not fork: the worker has threads and may hold a GPU context
-    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(processes, context, initializer=_exit_with_parent, initargs=(os.getpid(),))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Run in each text process: end it once the worker that started it is gone.
+
+    A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the pool's
+    processes keep each other's pipes open, so they would wait for work for good.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="ttsfarm-parent-watch", daemon=True).start()
 
 
 def chunk_paragraphs(paragraphs: Sequence[str], size: int = CHUNK_CHARACTERS) -> Iterator[list[str]]:

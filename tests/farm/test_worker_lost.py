@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import psutil
 import redis
 
 from producer import Client
@@ -26,6 +27,7 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
         s3_endpoint,
         TTSFARM_VISIBILITY_TIMEOUT_SECONDS=VISIBILITY_SECONDS,
         TTSFARM_TEMP_DIR=str(temp),
+        TTSFARM_TEXT_PROCESSES="1",
     )
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
@@ -35,8 +37,11 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
         assert client.status(job_id).state == "running"
         left = {p.name for p in temp.glob(f"{TEMP_PREFIX}*")} - {live.name, f"{live.name}{LOCK_SUFFIX}"}
         assert len(left) == 2  # the running job's folder and its lock file
+        children = psutil.Process(doomed.process.pid).children(recursive=True)
+        assert children, "the worker runs its text process"
         doomed.process.send_signal(signal.SIGKILL)  # no goodbye, no requeue by the worker itself
         doomed.process.wait()
+        wait_for(lambda: not any(_alive(child) for child in children), 20, "the text processes to end")
         doomed.stop()
         rescuer = WorkerProcess(env, tmp_path / "rescuer.log", "rescuer", concurrency=2)
         try:
@@ -48,3 +53,10 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
         assert client.status(job_id).attempts >= 2
         assert result.duration > 30
         assert result.segments[0].text.startswith("The town of Ellery")
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
