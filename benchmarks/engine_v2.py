@@ -3,6 +3,7 @@
     python benchmarks/engine_v2.py --engine v2 --out DIR [--budget 420] [--sizes 8 32 64]
     python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
+    python benchmarks/engine_v2.py --engine v2 --out DIR2 --layout nhwc   # TTSFARM_CUDA_LAYOUT=nhwc
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
@@ -51,6 +52,7 @@ from bench.end_to_end import end_to_end, rotated_texts
 from bench.log_mel import log_mel_distance
 from bench.sweep import corpus_items, gpu_memory_mib
 from synthesis.batcher import Batcher
+from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import VoiceEngine
 from synthesis.frontend import TextFrontend
@@ -210,6 +212,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
     parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
+    parser.add_argument("--layout", choices=list(CUDA_LAYOUTS), default="nchw", help="TTSFARM_CUDA_LAYOUT")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
     args = parser.parse_args()
@@ -225,7 +228,9 @@ def main() -> None:
         items, args.sizes, args.copies = items[:6], [2], 1
     results.section("environment", lambda: {"onnxruntime": ort.__version__, "gpu_mib": gpu_memory_mib()})
     engines: dict[str, VoiceEngine] = {}
-    options = EngineOptions(provider=provider, concurrent_runs=THREADS)
+    options = EngineOptions(
+        provider=provider, concurrent_runs=THREADS, cuda_options=CUDA_LAYOUTS[args.layout]
+    )
     kind = StagedEngine if args.engine == "v2" else Engine
 
     def load() -> dict[str, Any]:

@@ -43,6 +43,8 @@ batcher runners, encoding, storage). Text processes get what a GPU's share of th
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
+CUDA_LAYOUTS: Final[dict[str, tuple[tuple[str, str], ...]]] = {"nchw": (), "nhwc": (("prefer_nhwc", "1"),)}
+"""Extra CUDA provider options for each ``TTSFARM_CUDA_LAYOUT``."""
 
 
 def gpu_text_processes(cores: int, gpus: int) -> int:
@@ -106,6 +108,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         cpu_threads=settings.cpu_threads,
         precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
+        cuda_options=CUDA_LAYOUTS[settings.cuda_layout],
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from producer import Client
+from synthesis.build import engine_options
 from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
 from ttsfarm.settings import Settings
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
     [
         ({"TTSFARM_PROVIDER": "gpu"}, "TTSFARM_PROVIDER must be auto, cuda or cpu, not 'gpu'"),
         ({"TTSFARM_SHAPE_BUCKETS": "maybe"}, "TTSFARM_SHAPE_BUCKETS must be auto, on or off"),
+        ({"TTSFARM_CUDA_LAYOUT": "nhcw"}, "TTSFARM_CUDA_LAYOUT must be nchw or nhwc, not 'nhcw'"),
         ({"TTSFARM_MAX_BATCH": "0"}, "TTSFARM_MAX_BATCH must be at least 1, not 0"),
         ({"TTSFARM_MAX_WAIT_MS": "soon"}, "TTSFARM_MAX_WAIT_MS='soon' is not a valid float"),
     ],
@@ -31,6 +33,12 @@ def test_a_bad_setting_is_a_settings_error_where_the_settings_are_made(
     with pytest.raises(SettingsError, match=message) as raised:
         Settings.load(environ)
     assert isinstance(raised.value, PermanentError) and not isinstance(raised.value, InvalidInput)
+
+
+def test_the_cuda_layout_reaches_the_engine_as_a_provider_option() -> None:
+    assert engine_options(Settings.load({})).cuda_options == ()
+    nhwc = engine_options(Settings.load({"TTSFARM_CUDA_LAYOUT": "nhwc"}))
+    assert nhwc.cuda_options == (("prefer_nhwc", "1"),)
 
 
 def test_with_options_keeps_a_setting_whose_option_was_left_out() -> None:

@@ -28,6 +28,7 @@ ProviderName = Literal["auto", "cuda", "cpu"]
 PrecisionName = Literal["auto", "fp16", "fp32"]
 EngineName = Literal["auto", "single", "staged"]
 ShapeBuckets = Literal["auto", "on", "off"]
+CudaLayout = Literal["nchw", "nhwc"]
 
 PROBE_TIMEOUT_SECONDS: Final = 10.0
 """How long a worker's health probe batch may take (it waits behind queued batches) before the
@@ -76,6 +77,10 @@ class Settings:
     (``synthesis.engines.wants_staged``)."""
     shape_buckets: ShapeBuckets = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
+    cuda_layout: CudaLayout = "nchw"
+    """The convolutions' memory layout on CUDA: ``nchw``, or ``nhwc`` (experimental, onnxruntime's
+    ``prefer_nhwc``: 1.14-1.20x faster in run 12, each waveform graph then on an arena of its own;
+    its audio is not yet scored, docs/benchmarks.md)."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
@@ -215,6 +220,7 @@ _TLS_FILES: Final = {
 _TYPES: Final = {f.name: str(f.type) for f in fields(Settings)}
 _CHOICES: Final = {
     "provider": ProviderName,
+    "cuda_layout": CudaLayout,
     "precision": PrecisionName,
     "engine": EngineName,
     "shape_buckets": ShapeBuckets,
