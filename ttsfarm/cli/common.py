@@ -46,9 +46,11 @@ def speed(audio_seconds: float, seconds: float) -> str:
 def describe(result: JobResult, seconds: float | None = None) -> str:
     pace = speed(result.duration, seconds) if seconds else ""
     speed_note = f"; made in {seconds:.1f} s, {pace}" if pace else ""
+    count = len(result.segments)
+    segments = f"{count} segment{'' if count == 1 else 's'}"
     return (
         f"{result.location}: {result.duration:.1f} s of {result.format} audio at "
-        f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {len(result.segments)} segments{speed_note}"
+        f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {segments}{speed_note}"
     )
 
 
