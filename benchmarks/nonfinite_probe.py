@@ -40,39 +40,24 @@ import onnx
 import onnxruntime as ort
 
 from bench.sweep import corpus_items
+from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.phonemes import Phonemizer
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import build_session, providers_for, session_options
 from synthesis.staged import StagedEngine
-from synthesis.stages import (
-    EXPAND_INDEX,
-    EXPAND_LOG_STD,
-    EXPAND_MASK,
-    EXPAND_MEAN,
-    EXPAND_NOISE_SCALE,
-    extra_input,
-)
 from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
-LAYOUTS = {"nchw": (), "nhwc": (("prefer_nhwc", "1"),)}
+
 FIRST_BAD_SHOWN = 8
 
 
 def waveform_inputs(engine: StagedEngine, items: list[EngineItem], scales: Scales) -> dict[str, np.ndarray]:
     """The waveform stage's inputs for this batch, as the staged engine makes them, on the host."""
     front = engine._run_front(items, scales)
-    index, mask = engine._frame_plan(front.durations)
+    binding = engine._expand_binding(front, engine._frame_plan(front.durations), scales.noise_scale)
     names = engine.stages.names
-    binding = engine._expand.io_binding()
-    binding.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
-    binding.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
-    binding.bind_cpu_input(EXPAND_INDEX, index)
-    binding.bind_cpu_input(EXPAND_MASK, mask)
-    binding.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(scales.noise_scale, dtype=np.float32))
-    for name, value in front.extras.items():
-        binding.bind_ortvalue_input(extra_input(name), value)
     outputs = [names.prior, names.mask, *names.extras]
     for name in outputs:
         binding.bind_output(name, "cpu")
@@ -100,7 +85,7 @@ def exposed(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
 def run(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray], layout: str, use_cuda: bool
 ) -> list[np.ndarray]:
-    providers = providers_for(use_cuda, 0, LAYOUTS[layout])
+    providers = providers_for(use_cuda, 0, CUDA_LAYOUTS[layout])
     session = build_session(model.SerializeToString(), session_options(0, False), providers)
     wanted = {value.name for value in session.get_inputs()}
     outputs: list[np.ndarray] = session.run(None, {n: v for n, v in feeds.items() if n in wanted})
@@ -160,7 +145,7 @@ def captured(layout: str, items: list[EngineItem], out: Path, smoke: bool) -> No
 
     voice = resolve_voice("joe")
     options = EngineOptions(
-        provider="cpu" if smoke else "cuda", cuda_options=LAYOUTS[layout], concurrent_runs=3
+        provider="cpu" if smoke else "cuda", cuda_options=CUDA_LAYOUTS[layout], concurrent_runs=3
     )
     engine = StagedEngine(voice, options)
     engine.prepare([32])
@@ -184,7 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rows", type=int, nargs="+", default=[20, 32])
-    parser.add_argument("--captured", choices=list(LAYOUTS), help="the engine with graphs, this layout")
+    parser.add_argument("--captured", choices=list(CUDA_LAYOUTS), help="the engine with graphs, this layout")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +199,7 @@ def main() -> None:
             prior = feeds[engine.stages.names.prior]
             found: dict[str, Any] = {"frames": prior.shape[-1], "prior_max_abs": float(np.abs(prior).max())}
             for precision, model in models.items():
-                for layout in LAYOUTS:
+                for layout in CUDA_LAYOUTS:
                     try:
                         found[f"{layout} {precision}"] = summary(run(model, feeds, layout, use_cuda)[0], rows)
                     except Exception as error:  # onnxruntime raises its own untyped errors

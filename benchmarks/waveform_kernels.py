@@ -30,13 +30,14 @@ import numpy as np
 
 from bench.sweep import corpus_items
 from synthesis.engine import EngineOptions, Scales
+from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
 from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
 VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
     "nchw": (),
-    "nhwc": (("prefer_nhwc", "1"),),
+    "nhwc": (NHWC,),
     "nc1d": (("cudnn_conv1d_pad_to_nc1d", "1"),),
 }
 """Variant name: extra CUDA provider options of the engine (its waveform slots take them too)."""

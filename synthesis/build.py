@@ -25,7 +25,7 @@ from synthesis.engine import EngineOptions
 from synthesis.engines import EngineKind, VoiceEngine, load_engine
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
-from synthesis.sessions import cpu_count, gpu_count, wants_cuda
+from synthesis.sessions import NHWC, cpu_count, gpu_count, wants_cuda
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 
@@ -43,7 +43,7 @@ batcher runners, encoding, storage). Text processes get what a GPU's share of th
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
-CUDA_LAYOUTS: Final[dict[str, tuple[tuple[str, str], ...]]] = {"nchw": (), "nhwc": (("prefer_nhwc", "1"),)}
+CUDA_LAYOUTS: Final[dict[str, tuple[tuple[str, str], ...]]] = {"nchw": (), "nhwc": (NHWC,)}
 """Extra CUDA provider options for each ``TTSFARM_CUDA_LAYOUT``."""
 
 

@@ -220,7 +220,33 @@ def filler_ids(voice: Voice, length: int) -> list[int]:
     return [*head, *body, *tail][:length]
 
 
-class Engine:
+class EngineBasics:
+    """What both engines (:class:`Engine`, ``synthesis.staged.StagedEngine``) share once loaded."""
+
+    voice: Voice
+    options: EngineOptions
+    provider: str
+    warmup_seconds: float
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider == CUDA
+
+    def default_scales(self) -> Scales:
+        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _warm_up(self) -> None:
+        """One short run, if the options ask for it: the device's first real batch is then fast."""
+        if self.options.warmup:
+            started = time.perf_counter()
+            self.run([EngineItem(warmup_ids(self.voice))], self.default_scales())
+            self.warmup_seconds = time.perf_counter() - started
+
+
+class Engine(EngineBasics):
     """Owns the ONNX sessions of one voice. :meth:`run` may be called from several threads;
     at most ``options.concurrent_runs`` session runs go at once."""
 
@@ -281,17 +307,7 @@ class Engine:
         check_device(first, wants_cuda(options.provider), options.device_id)
         self.provider = first.get_providers()[0]
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
-        if options.warmup:
-            started = time.perf_counter()
-            self.run([EngineItem(warmup_ids(voice))], self.default_scales())
-            self.warmup_seconds = time.perf_counter() - started
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.provider == CUDA
-
-    def default_scales(self) -> Scales:
-        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+        self._warm_up()
 
     def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
         """Rows and phoneme ids a batch of these item lengths is computed as."""

@@ -20,6 +20,8 @@ Precision = Literal["auto", "fp32", "fp16"]
 
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
+NHWC: Final = ("prefer_nhwc", "1")
+"""The CUDA provider option that runs convolutions in NHWC (``TTSFARM_CUDA_LAYOUT=nhwc``)."""
 CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
 """``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
 even with one shape per session (docs/benchmarks.md)."""

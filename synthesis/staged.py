@@ -37,6 +37,7 @@ import onnxruntime as ort
 
 from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
 from synthesis.engine import (
+    EngineBasics,
     EngineItem,
     EngineOptions,
     EngineOutOfMemory,
@@ -49,7 +50,7 @@ from synthesis.engine import (
 )
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import (
-    CUDA,
+    NHWC,
     Precision,
     build_session,
     check_device,
@@ -145,7 +146,7 @@ class FrontResult:
     """Frames per phoneme, ``(rows, ids)``, int64."""
 
 
-class StagedEngine:
+class StagedEngine(EngineBasics):
     """Same interface as :class:`synthesis.engine.Engine`; see the module docstring."""
 
     def __init__(self, voice: Voice, options: EngineOptions | None = None) -> None:
@@ -176,7 +177,7 @@ class StagedEngine:
         graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
         self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
-        nhwc = dict(options.cuda_options).get("prefer_nhwc") == "1"
+        nhwc = NHWC in options.cuda_options
         shared = self.graphs and not nhwc and share_gpu_arena(options.device_id, "graphs")
         if self.graphs and not shared and not nhwc:
             log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
@@ -203,17 +204,7 @@ class StagedEngine:
             self.precision,
             ", CUDA graphs" if self.graphs else "",
         )
-        if options.warmup:
-            started = time.perf_counter()
-            self.run([EngineItem(warmup_ids(voice))], self.default_scales())
-            self.warmup_seconds = time.perf_counter() - started
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.provider == CUDA
-
-    def default_scales(self) -> Scales:
-        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+        self._warm_up()
 
     def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
         """Rows and phoneme ids a batch of these item lengths is computed as."""
@@ -342,16 +333,8 @@ class StagedEngine:
     def _run_waveform(
         self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
     ) -> np.ndarray:
-        index, mask = plan
-        rows, frames = index.shape
-        expand = self._expand.io_binding()
-        expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
-        expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
-        expand.bind_cpu_input(EXPAND_INDEX, index)
-        expand.bind_cpu_input(EXPAND_MASK, mask)
-        expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
-        for name, value in front.extras.items():
-            expand.bind_ortvalue_input(extra_input(name), value)
+        rows, frames = plan[0].shape
+        expand = self._expand_binding(front, plan, noise_scale)
         if not self.buckets:
             return self._run_dynamic(expand)
         slot = self._slot(rows, frames)
@@ -367,6 +350,21 @@ class StagedEngine:
         self.stage_seconds["waveform"] += replayed - expanded
         self.stage_seconds["copy"] += time.perf_counter() - replayed
         return audio
+
+    def _expand_binding(
+        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
+    ) -> Any:
+        """The expand stage's binding with its inputs bound (its outputs are the caller's)."""
+        index, mask = plan
+        expand = self._expand.io_binding()
+        expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
+        expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
+        expand.bind_cpu_input(EXPAND_INDEX, index)
+        expand.bind_cpu_input(EXPAND_MASK, mask)
+        expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
+        for name, value in front.extras.items():
+            expand.bind_ortvalue_input(extra_input(name), value)
+        return expand
 
     def _run_dynamic(self, expand: Any) -> np.ndarray:
         names = self.stages.names
