@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 def test_type_pick_a_voice_speak_and_play(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -34,7 +35,8 @@ def test_type_pick_a_voice_speak_and_play(gateway: str, redis_url: str, worker: 
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
     try:
         driver.get(gateway)
-        wait = WebDriverWait(driver, 60)
+        # The page rebuilds the voice list when the voices arrive: an option read meanwhile is stale.
+        wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
         driver.find_element(By.ID, "key").send_keys(new_key(redis_url))
         driver.find_element(By.ID, "text").click()  # leaving the key field loads the voices
         wait.until(
