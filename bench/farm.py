@@ -59,13 +59,18 @@ def start_worker(
     arguments: Sequence[str], env: dict[str, str], log_path: Path, timeout: float = START_TIMEOUT_SECONDS
 ) -> subprocess.Popen[bytes]:
     """``ttsfarm worker ARGUMENTS`` in its own process, logging to ``log_path``; returns once it
-    is ready, or raises ``RuntimeError`` with the end of its log."""
+    is ready (each of its consumers, with ``--consumers`` or ``TTSFARM_CONSUMERS``), or raises
+    ``RuntimeError`` with the end of its log."""
+    given = list(arguments)
+    consumers = int(
+        given[given.index("--consumers") + 1] if "--consumers" in given else env.get("TTSFARM_CONSUMERS", 1)
+    )
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "ttsfarm", "worker", *arguments], env=env, stdout=log, stderr=log
         )
     deadline = time.monotonic() + timeout
-    while READY_MARK not in log_path.read_text(errors="replace"):
+    while log_path.read_text(errors="replace").count(READY_MARK) < consumers:
         if process.poll() is not None:
             raise RuntimeError(f"worker exited early:\n{log_path.read_text(errors='replace')[-3000:]}")
         if time.monotonic() > deadline:

@@ -2,7 +2,7 @@
 
     python benchmarks/short_jobs.py --out DIR [--burst 2000] [--fraction 0.7] [--seconds 20]
     python benchmarks/short_jobs.py --out DIR --variants TTSFARM_CONCURRENCY=128   # settings
-    python benchmarks/short_jobs.py --out DIR --workers-per-gpu 4     # several workers, one GPU
+    python benchmarks/short_jobs.py --out DIR --workers-per-gpu 1 2 4   # several workers, one GPU
     python benchmarks/short_jobs.py --out DIR --smoke        # tiny, on the CPU
 
 Starts its own Redis (--port) and, per variant, one ``ttsfarm worker`` (--gpu 0, or --cpu with
@@ -16,9 +16,10 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced;
   latency of each job from submit to stored, taken from its own job record.
 
-With --workers-per-gpu N, N worker processes share GPU 0 (each its own engine, batcher and
-Celery consumer): whether per-job work on the host, which one process does in one interpreter,
-or the GPU limits short jobs.
+With --workers-per-gpu N [M ...], each variant runs again with N (then M ...) worker processes
+sharing GPU 0, each with its own engine and batcher. ``TTSFARM_CONSUMERS=N`` as a variant is one
+worker in N consumer processes sharing one engine (``worker/consumers.py``). Both show whether
+the host's per-job work in one interpreter, or the GPU, limits short jobs.
 
 Prints a table and writes DIR/short_jobs.json.
 """
@@ -167,8 +168,8 @@ def start_profile(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
 
 
-def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    label = variant.replace(",", "-").replace("=", "") or "default"
+def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    label = (variant.replace(",", "-").replace("=", "") or "default") + f"-x{count}"
     storage = folder / f"out-{label}"
     env = {
         **os.environ,
@@ -178,7 +179,6 @@ def measure(variant: str, args: argparse.Namespace, folder: Path) -> dict[str, A
         **dict(pair.split("=", 1) for pair in variant.split(",") if pair),
     }
     cpu = args.smoke or args.cpu
-    count = args.workers_per_gpu
     names = [
         f"ttsfarm-{'cpu' if cpu else 'gpu0'}-{index}@%h" if count > 1 else None for index in range(count)
     ]
@@ -215,7 +215,9 @@ def main() -> None:
         "--variants", nargs="+", default=[""], help="worker settings, e.g. TTSFARM_CONCURRENCY=64"
     )
     parser.add_argument("--burst", type=int, default=2000)
-    parser.add_argument("--workers-per-gpu", type=int, default=1, help="worker processes sharing GPU 0")
+    parser.add_argument(
+        "--workers-per-gpu", type=int, nargs="+", default=[1], help="worker processes sharing GPU 0"
+    )
     parser.add_argument("--fraction", type=float, default=0.7)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=600.0)
@@ -237,10 +239,10 @@ def main() -> None:
     server = start_redis(args.redis_server, args.port)
     try:
         with tempfile.TemporaryDirectory(prefix="ttsfarm-short-") as folder:
-            for variant in args.variants:
-                name = variant or "default"
+            for variant, count in [(v, n) for v in args.variants for n in args.workers_per_gpu]:
+                name = f"{variant or 'default'} x{count}"
                 try:
-                    results[name] = measure(variant, args, Path(folder))
+                    results[name] = measure(variant, count, args, Path(folder))
                 except Exception as error:
                     results[name] = {"error": repr(error)}
                     for log in Path(folder).glob("worker-*.log"):

@@ -14,16 +14,16 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, InvalidProtobuf, NoSuchFile
 
-from synthesis.engine import EngineItem, EngineOutOfMemory, Scales
+from synthesis.engine import EngineItem, EngineOptions, EngineOutOfMemory, Scales
 from synthesis.engines import VoiceEngine
 from ttsfarm.errors import PermanentError, VoiceNotFound
 from ttsfarm.voices import Voice
@@ -115,6 +115,45 @@ class _BusyClock:
             self._running -= 1
             if self._running == 0:
                 self._stats.busy_seconds += time.perf_counter() - self._since
+
+
+class EngineInfo(Protocol):
+    """What the rest of a worker reads of a loaded engine: a :data:`VoiceEngine`, or the facts a
+    consumer process was told of the engine in its host (``synthesis.engine_link``)."""
+
+    @property
+    def voice(self) -> Voice: ...
+    @property
+    def options(self) -> EngineOptions: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def warmup_seconds(self) -> float: ...
+    @property
+    def on_gpu(self) -> bool: ...
+    @property
+    def kind(self) -> str: ...
+    def default_scales(self) -> Scales: ...
+
+
+class SegmentBatcher(Protocol):
+    """What a job's pipeline needs of a batcher: :class:`Batcher` in this process, or
+    ``synthesis.engine_link.RemoteBatcher`` for the one engine of a process that serves several."""
+
+    @property
+    def max_batch(self) -> int: ...
+    @property
+    def runners(self) -> int: ...
+    @property
+    def stats(self) -> BatcherStats: ...
+    @property
+    def engines(self) -> Mapping[str, EngineInfo]: ...
+    def engine(self, voice: Voice) -> EngineInfo: ...
+    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]: ...
+    def observe(self, observer: BatchObserver) -> None: ...
+    def close(self) -> None: ...
 
 
 class Batcher:

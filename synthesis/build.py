@@ -15,13 +15,14 @@ CPU all three stay at their simplest (one runner, one run, the job's own thread)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Final
 
 from synthesis.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
 from synthesis.engine import EngineOptions
+from synthesis.engine_link import RemoteBatcher
 from synthesis.engines import EngineKind, VoiceEngine, load_engine
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
@@ -136,6 +137,22 @@ def build_synthesizer(settings: Settings) -> Synthesizer:
         runners=policy.runners,
     )
     frontend = TextFrontend(settings.max_phoneme_ids, policy.text_processes)
+    return Synthesizer(batcher, frontend, voices_dir=settings.voices_dir, temp_dir=settings.temp_dir)
+
+
+def consumer_synthesizer(
+    settings: Settings, address: str, authkey: bytes, on_lost: Callable[[], None] | None = None
+) -> Synthesizer:
+    """A consumer process's synthesizer: its own text processes, the host's engine and batcher
+    (``synthesis.engine_link``). The consumers share the text processes a GPU worker would have."""
+    batcher = RemoteBatcher(address, authkey, on_lost)
+    if settings.text_processes is not None:
+        processes = settings.text_processes
+    elif batcher.host.on_gpu:
+        processes = max(1, gpu_text_processes(cpu_count(), gpu_count()) // settings.consumers)
+    else:
+        processes = 0
+    frontend = TextFrontend(settings.max_phoneme_ids, processes)
     return Synthesizer(batcher, frontend, voices_dir=settings.voices_dir, temp_dir=settings.temp_dir)
 
 

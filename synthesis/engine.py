@@ -232,6 +232,11 @@ class EngineBasics:
     def on_gpu(self) -> bool:
         return self.provider == CUDA
 
+    @property
+    def kind(self) -> str:
+        """The engine's class name, as metrics and logs show it."""
+        return type(self).__name__
+
     def default_scales(self) -> Scales:
         return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
 

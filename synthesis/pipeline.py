@@ -14,7 +14,7 @@ from typing import Final
 import numpy as np
 
 from synthesis.audio import SegmentWriter
-from synthesis.batcher import Batcher
+from synthesis.batcher import SegmentBatcher
 from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
@@ -53,7 +53,7 @@ class Synthesizer:
 
     def __init__(
         self,
-        batcher: Batcher,
+        batcher: SegmentBatcher,
         frontend: TextFrontend | None = None,
         voices_dir: str | None = None,
         temp_dir: str | None = None,

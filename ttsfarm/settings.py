@@ -107,6 +107,11 @@ class Settings:
     """Jobs one worker runs at a time; their segments share batches. Unset means 32 on a GPU
     (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
     and 16 on a CPU."""
+    consumers: int = 1
+    """Processes a worker takes jobs in, sharing its one engine (``worker/consumers.py``): each
+    runs ``concurrency`` jobs, their per-job work under an interpreter lock of its own, while
+    one process owns the GPU and batches the segments of all of them. 1 runs everything in one
+    process. Many short jobs need several (docs/benchmarks.md, "Many short jobs")."""
     queue: str = "ttsfarm"
     max_queued_jobs: int = 10_000
     """Submits are refused (:class:`~ttsfarm.errors.QueueFull`) while the queue holds this many
@@ -225,7 +230,7 @@ _CHOICES: Final = {
     "engine": EngineName,
     "shape_buckets": ShapeBuckets,
 }
-_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "max_phoneme_ids")
+_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "max_phoneme_ids", "consumers")
 _NOT_NEGATIVE: Final = (
     "text_processes",
     "cpu_threads",

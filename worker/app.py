@@ -10,6 +10,7 @@ the worker starts, so the first job is warm.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
 
@@ -26,7 +27,8 @@ from celery.signals import (
 )
 from celery.worker.control import inspect_command
 
-from synthesis.build import worker_concurrency
+from synthesis.build import build_synthesizer, worker_concurrency
+from synthesis.pipeline import Synthesizer
 from ttsfarm.errors import SettingsError
 from ttsfarm.farm.celeryconf import make_celery
 from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
@@ -36,15 +38,18 @@ from worker.tasks import register_tasks
 log = logging.getLogger(__name__)
 
 
-def make_app(settings: Settings) -> Celery:
+SynthesizerFactory = Callable[[Settings], Synthesizer]
+
+
+def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) -> Celery:
     """The Celery app of a farm worker for ``settings``: its task registered and its signals
-    tied to one :class:`WorkerResources` (``resources_of(app)``)."""
+    tied to one :class:`WorkerResources` (``resources_of(app)``), whose synthesizer ``build`` makes."""
     if not settings.farm_mode:
         raise SettingsError(NO_BROKER_MESSAGE)
     if settings.prewarm is None:
         settings = replace(settings, prewarm=True)  # a farm worker builds its GPU sessions before jobs come
     app = make_celery(settings)
-    resources = WorkerResources(settings, app)
+    resources = WorkerResources(settings, app, build)
     app.ttsfarm_resources = resources
     register_tasks(app, resources)
     _connect_signals(resources)
@@ -60,10 +65,15 @@ def resources_of(app: Celery) -> WorkerResources:
     return cast(WorkerResources, app.ttsfarm_resources)
 
 
-def run_worker(settings: Settings, hostname: str | None = None, loglevel: str = "INFO") -> None:
+def run_worker(
+    settings: Settings,
+    hostname: str | None = None,
+    loglevel: str = "INFO",
+    build: SynthesizerFactory = build_synthesizer,
+) -> None:
     """Start a farm worker in this process and serve jobs until it is stopped (as arq's
     ``run_worker(settings)``)."""
-    app = make_app(settings)
+    app = make_app(settings, build)
     resources = resources_of(app)
     # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
     # signal handlers, and a worker that cannot load its model or storage would then fail every
@@ -71,11 +81,7 @@ def run_worker(settings: Settings, hostname: str | None = None, loglevel: str = 
     resources.storage  # noqa: B018 - building them is the point
     engines = resources.synthesizer.batcher.engines
     on_gpu = any(engine.on_gpu for engine in engines.values())
-    name = hostname or (
-        "ttsfarm-cpu@%h"
-        if resources.settings.provider == "cpu"
-        else f"ttsfarm-gpu{resources.settings.gpu}@%h"
-    )
+    name = hostname or default_hostname(resources.settings)
     app.worker_main(
         [
             "worker",
@@ -87,6 +93,10 @@ def run_worker(settings: Settings, hostname: str | None = None, loglevel: str = 
             "--task-events",
         ]
     )
+
+
+def default_hostname(settings: Settings) -> str:
+    return "ttsfarm-cpu@%h" if settings.provider == "cpu" else f"ttsfarm-gpu{settings.gpu}@%h"
 
 
 def _connect_signals(resources: WorkerResources) -> None:

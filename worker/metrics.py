@@ -185,9 +185,7 @@ class _WorkerCollector(Collector):
         )
         for engine in engines:
             device = f"cuda:{engine.options.device_id}" if engine.on_gpu else "cpu"
-            info.add_metric(
-                [engine.voice.name, engine.provider, device, engine.precision, type(engine).__name__], 1
-            )
+            info.add_metric([engine.voice.name, engine.provider, device, engine.precision, engine.kind], 1)
         yield info
         on_gpu = GaugeMetricFamily(
             "ttsfarm_worker_on_gpu", "1 if every loaded engine runs on a GPU, 0 if any runs on the CPU."

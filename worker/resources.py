@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from celery import Celery
 
@@ -25,9 +26,13 @@ log = logging.getLogger(__name__)
 class WorkerResources:
     """What every task in this process shares: the synthesizer, the storage, the registry."""
 
-    def __init__(self, settings: Settings, app: Celery) -> None:
+    def __init__(
+        self, settings: Settings, app: Celery, build: Callable[[Settings], Synthesizer] = build_synthesizer
+    ) -> None:
         self.settings = settings
         self.app = app
+        self._build = build
+        """Makes the synthesizer: the engine in this process, or a consumer's (``worker/consumers.py``)."""
         self._lock = threading.Lock()
         self._synthesizer: Synthesizer | None = None
         self._storage: Storage | None = None
@@ -44,7 +49,7 @@ class WorkerResources:
         with self._lock:
             if self._synthesizer is None:
                 sweep(self.settings.temp_dir)  # temp files of workers that were killed
-                self._synthesizer = build_synthesizer(self.settings)
+                self._synthesizer = self._build(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))
                 batcher = self._synthesizer.batcher
@@ -55,7 +60,7 @@ class WorkerResources:
                     engine.provider,
                     engine.options.device_id,
                     engine.precision,
-                    type(engine).__name__,
+                    engine.kind,
                     batcher.max_batch,
                     batcher.runners,
                     self._synthesizer.frontend.processes,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -207,6 +208,11 @@ def cancel(settings: Settings, job_id: str) -> None:
 @click.option("--gpu", type=int, help="Pin the worker to this GPU (default: settings, else GPU 0).")
 @click.option("--cpu", is_flag=True, help="Run on the CPU even where there is a GPU.")
 @click.option("-c", "--concurrency", type=int, help="Jobs at a time; their segments share batches.")
+@click.option(
+    "--consumers",
+    type=click.IntRange(min=1),
+    help="Processes that take jobs, sharing this worker's one engine (many short jobs need several).",
+)
 @click.option("-n", "--hostname", help="Worker name (default ttsfarm-gpuN@host or ttsfarm-cpu@host).")
 @click.option("-l", "--loglevel", default="INFO", show_default=True)
 @click.pass_obj
@@ -215,14 +221,19 @@ def worker(
     gpu: int | None,
     cpu: bool,
     concurrency: int | None,
+    consumers: int | None,
     hostname: str | None,
     loglevel: str,
 ) -> None:
     """Start a Celery worker for the farm (one per GPU), loading the model once."""
     from worker.app import run_worker
+    from worker.consumers import run_consumers
 
     if not settings.farm_mode:
         raise SettingsError(NO_BROKER_MESSAGE)
     # A GPU asked for by number: the worker runs on it or stops.
     provider = "cpu" if cpu else "cuda" if gpu is not None else None
-    run_worker(settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency), hostname, loglevel)
+    settings = settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency, consumers=consumers)
+    if settings.consumers > 1:
+        sys.exit(run_consumers(settings, hostname, loglevel))
+    run_worker(settings, hostname, loglevel)

@@ -1,0 +1,208 @@
+"""The consumer's side of a shared engine: a batcher whose engine runs in another process.
+
+A GPU worker with several consumer processes (``TTSFARM_CONSUMERS``) keeps one engine, in the
+process that owns the GPU (``synthesis.engine_host``). Each consumer runs Celery and its jobs'
+own work (registry, text, encoding, storage) under an interpreter lock of its own, and sends the
+segments through a :class:`RemoteBatcher` to that engine, whose batcher forms batches from the
+segments of every consumer: one engine's memory on the GPU, and batches as full as ever.
+
+The link is one Unix socket per consumer (``multiprocessing.connection``: pickled messages, a
+random key known only to the worker's processes). Messages are tuples; a request carries a
+number its answer repeats:
+
+- consumer to host: ``("submit", n, voice, item, scales)``, ``("engine", n, voice)``,
+  ``("stats", n)``, ``("describe", n)``;
+- host to consumer: ``("done", n, value)``, ``("error", n, exception)`` and
+  ``("batch", lengths, seconds)``, one batch the engine ran (each batch goes to one consumer,
+  so that the consumers' metrics add up to the engine's).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection
+from typing import Any, Final
+
+import numpy as np
+
+from synthesis.batcher import BatcherStats, BatchObserver, EngineInfo
+from synthesis.engine import EngineItem, EngineOptions, Scales
+from synthesis.sessions import CUDA
+from ttsfarm.errors import TransientError
+from ttsfarm.voices import Voice
+
+log = logging.getLogger(__name__)
+
+FAMILY: Final = "AF_UNIX"
+ANSWER_TIMEOUT_SECONDS: Final = 600.0
+"""Longest wait for the host to load a voice's engine or to report its counters."""
+
+
+class EngineLost(TransientError):
+    """The process that runs the engine is gone: the job is tried again (by a worker that has one)."""
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What a consumer knows of an engine that runs in the host process."""
+
+    voice: Voice
+    options: EngineOptions
+    provider: str
+    precision: str
+    warmup_seconds: float
+    kind: str
+
+    @classmethod
+    def of(cls, engine: EngineInfo) -> EngineFacts:
+        return cls(
+            engine.voice,
+            engine.options,
+            engine.provider,
+            engine.precision,
+            engine.warmup_seconds,
+            engine.kind,
+        )
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider == CUDA
+
+    def default_scales(self) -> Scales:
+        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The host's batcher, as ``("describe", n)`` answers."""
+
+    max_batch: int
+    runners: int
+    on_gpu: bool
+
+
+def hang_up(connection: Connection) -> None:
+    """Close ``connection`` so that a thread blocked reading it wakes, and the peer sees the end
+    at once (closing the handle alone does neither while a read is in progress)."""
+    try:
+        with socket.socket(fileno=os.dup(connection.fileno())) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # closed already
+        pass
+    connection.close()
+
+
+class RemoteBatcher:
+    """A :class:`~synthesis.batcher.SegmentBatcher` whose batches run in the host process.
+
+    ``on_lost`` is called once if the link breaks (the host stopped or died): every segment
+    still waiting fails with :class:`EngineLost`, and so does every later one.
+    """
+
+    def __init__(self, address: str, authkey: bytes, on_lost: Callable[[], None] | None = None) -> None:
+        self._connection: Connection = Client(address, family=FAMILY, authkey=authkey)
+        self._on_lost = on_lost
+        self._send_lock = threading.Lock()
+        self._numbers = itertools.count()
+        self._waiting: dict[int, Future[Any]] = {}
+        self._waiting_lock = threading.Lock()
+        self._lost: str | None = None
+        self._closing = False
+        self._observers: list[BatchObserver] = []
+        self._engines: dict[str, EngineFacts] = {}
+        self._reader = threading.Thread(target=self._read, name="ttsfarm-engine-link", daemon=True)
+        self._reader.start()
+        self.host: HostFacts = self._ask("describe").result(ANSWER_TIMEOUT_SECONDS)
+
+    @property
+    def max_batch(self) -> int:
+        return self.host.max_batch
+
+    @property
+    def runners(self) -> int:
+        return self.host.runners
+
+    @property
+    def stats(self) -> BatcherStats:
+        """The host batcher's counters: every consumer's segments together."""
+        stats: BatcherStats = self._ask("stats").result(ANSWER_TIMEOUT_SECONDS)
+        return stats
+
+    @property
+    def engines(self) -> Mapping[str, EngineInfo]:
+        return dict(self._engines)
+
+    def engine(self, voice: Voice) -> EngineFacts:
+        """The host's engine for ``voice``, loaded there on first use."""
+        key = str(voice.model_path)
+        found = self._engines.get(key)
+        if found is None:
+            found = self._engines[key] = self._ask("engine", voice).result(ANSWER_TIMEOUT_SECONDS)
+        return found
+
+    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
+        return self._ask("submit", voice, item, scales)
+
+    def observe(self, observer: BatchObserver) -> None:
+        self._observers.append(observer)
+
+    def close(self) -> None:
+        """Close the link; segments still waiting fail (``on_lost`` is not called)."""
+        self._closing = True
+        hang_up(self._connection)
+        self._reader.join(5)
+
+    def _ask(self, kind: str, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        number = next(self._numbers)
+        with self._waiting_lock:
+            if self._lost is not None:
+                raise EngineLost(self._lost)
+            self._waiting[number] = future
+        try:
+            with self._send_lock:
+                self._connection.send((kind, number, *args))
+        except (OSError, ValueError) as error:  # closed, or the host went away
+            self._lose(f"the engine process cannot be reached ({error})")
+        return future
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message = self._connection.recv()
+                if message[0] == "batch":
+                    for observer in self._observers:
+                        observer(message[1], message[2])
+                    continue
+                kind, number, value = message
+                with self._waiting_lock:
+                    future = self._waiting.pop(number, None)
+                if future is None:
+                    continue
+                try:
+                    if kind == "done":
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+                except InvalidStateError:  # cancelled by its caller meanwhile
+                    pass
+        except (EOFError, OSError) as error:
+            self._lose(f"the engine process closed the link ({type(error).__name__})")
+
+    def _lose(self, reason: str) -> None:
+        with self._waiting_lock:
+            first = self._lost is None
+            self._lost = self._lost or reason
+            waiting, self._waiting = self._waiting, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(EngineLost(reason))
+        if first and not self._closing and self._on_lost is not None:
+            self._on_lost()

@@ -1,0 +1,67 @@
+"""One worker, several consumer processes, one engine (``ttsfarm worker --consumers N``): real
+processes, Redis and S3. Jobs from every consumer are made by the host's engine; a stop reaches
+every process; a consumer that dies takes the worker down, to be started again as a whole."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+
+from producer import Client
+from producer.client import JobSpec
+from tests.farm.conftest import WorkerProcess, farm_env, wait_for
+
+
+def consumers_of(worker: WorkerProcess) -> list[psutil.Process]:
+    """The worker's consumer processes (multiprocessing's resource tracker is a child too)."""
+    children = psutil.Process(worker.process.pid).children()
+    return [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+
+
+def test_consumers_share_one_engine_and_stop_together(
+    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+) -> None:
+    queue = f"consumers-{uuid.uuid4().hex[:6]}"
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_CONSUMERS="2")
+    log = tmp_path / "consumers.log"
+    worker = WorkerProcess(env, log, "shared", concurrency=4)
+    children = consumers_of(worker)
+    assert len(children) == 2
+    with Client(replace(client.settings, queue=queue)) as c:
+        ids = c.submit_many(
+            [JobSpec(f"Job {n} of the shared engine test, one sentence long.") for n in range(12)]
+        )
+        wait_for(lambda: all(c.status(i).done for i in ids), 240, "every job to finish")
+        statuses = [c.status(i) for i in ids]
+    assert [s.state for s in statuses] == ["succeeded"] * len(ids)
+    assert all(s.result and s.result.duration > 1.5 for s in statuses)
+    text = log.read_text()
+    by_consumer = {
+        name: len(re.findall(rf"INFO/ttsfarm-consumer-{name}\] Task \S+ succeeded", text)) for name in "12"
+    }
+    assert sum(by_consumer.values()) == len(ids)
+    assert all(by_consumer.values()), f"both consumers took jobs: {by_consumer}"
+    assert "shared-1@" in text and "shared-2@" in text, "each consumer is a Celery worker of its own"
+
+    signalled = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.process.wait(90) == 0
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+    print(f"jobs per consumer {by_consumer}; all stopped {time.monotonic() - signalled:.1f} s after SIGTERM")
+
+
+def test_a_consumer_that_dies_stops_the_worker(redis_url: str, s3_endpoint: str, tmp_path: Path) -> None:
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=f"consumers-{uuid.uuid4().hex[:6]}")
+    worker = WorkerProcess({**env, "TTSFARM_CONSUMERS": "2"}, tmp_path / "dies.log", "dies", concurrency=2)
+    first, second = consumers_of(worker)
+    os.kill(first.pid, signal.SIGKILL)
+    assert worker.process.wait(90) == 1, "the worker exits with an error, for its supervisor to restart it"
+    second.wait(30)
+    assert "exited (code -9): stopping the worker's other consumers" in (tmp_path / "dies.log").read_text()

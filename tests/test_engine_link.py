@@ -1,0 +1,115 @@
+"""A shared engine: the host's batcher served over its Unix socket to a consumer's RemoteBatcher,
+with the real CPU engine (host and consumer in this one process; the farm test runs them apart)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synthesis.batcher import Batcher
+from synthesis.engine import Engine, EngineItem, EngineOptions
+from synthesis.engine_host import EngineHost
+from synthesis.engine_link import EngineLost, RemoteBatcher
+from synthesis.phonemes import Phonemizer
+from synthesis.pipeline import Synthesizer
+from tests.conftest import DETERMINISTIC
+from ttsfarm.errors import VoiceNotFound
+from ttsfarm.jobs import JobRequest
+from ttsfarm.storage.local import LocalStorage
+from ttsfarm.voices import Voice, resolve_voice
+
+TEXTS = [f"Consumer sentence {n}, spoken by the shared engine." for n in range(10)]
+
+
+@pytest.fixture
+def host(engine: Engine, tmp_path: Path) -> Iterator[EngineHost]:
+    with Batcher(lambda voice: engine, max_batch=4, max_wait=0.05) as batcher:
+        served = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        yield served
+        served.close()
+
+
+def test_segments_through_the_link_match_the_engine_and_share_its_batches(
+    host: EngineHost, engine: Engine, voice: Voice, phonemizer: Phonemizer
+) -> None:
+    seen: list[int] = []
+    first, second = (RemoteBatcher(host.address, host.authkey) for _ in range(2))
+    for consumer in (first, second):
+        consumer.observe(lambda lengths, seconds: seen.append(len(lengths)))
+    items = [EngineItem(phonemizer.ids(text)) for text in TEXTS]
+    futures = [
+        (first if n % 2 else second).submit(voice, item, DETERMINISTIC) for n, item in enumerate(items)
+    ]
+    waves = [future.result(60) for future in futures]
+    for item, wave in zip(items, waves, strict=True):
+        alone = engine.run([item], DETERMINISTIC)[0]
+        assert len(wave) == len(alone)  # exact lengths, as in the engine's own process
+        assert np.allclose(wave, alone, atol=1e-4)
+    stats = first.stats
+    assert stats.items == len(TEXTS) and stats.batches < len(TEXTS), "both consumers' segments shared batches"
+    assert sum(seen) == len(TEXTS), "each batch is told to one consumer: their counts add up"
+    assert (first.max_batch, first.runners) == (4, 1)
+    facts = first.engine(voice)
+    assert (facts.provider, facts.precision, facts.kind, facts.on_gpu) == (
+        engine.provider,
+        engine.precision,
+        "Engine",
+        False,
+    )
+    first.close()
+    second.close()
+
+
+def test_a_whole_job_runs_through_a_consumer_synthesizer(host: EngineHost, tmp_path: Path) -> None:
+    consumer = Synthesizer(RemoteBatcher(host.address, host.authkey))
+    try:
+        result = consumer.synthesize(
+            JobRequest(job_id="linked", text=" ".join(TEXTS[:3])),
+            LocalStorage(str(tmp_path / "out")),
+            "linked.wav",
+        )
+    finally:
+        consumer.close()
+    assert result.duration > 3 and len(result.segments) >= 1
+    assert (tmp_path / "out" / "linked.wav").stat().st_size > 44
+
+
+def test_the_hosts_errors_reach_the_consumer_as_they_were(voice: Voice, tmp_path: Path) -> None:
+    (tmp_path / "garbage.onnx").write_bytes(b"not a model")
+    (tmp_path / "garbage.onnx.json").write_text(voice.config_path.read_text())
+    broken = resolve_voice(str(tmp_path / "garbage.onnx"))
+    with Batcher(lambda v: Engine.load(v, EngineOptions(provider="cpu"))) as batcher:
+        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        consumer = RemoteBatcher(host.address, host.authkey)
+        with pytest.raises(VoiceNotFound, match="is not a Piper voice model"):
+            consumer.engine(broken)
+        with pytest.raises(VoiceNotFound, match="is not a Piper voice model"):
+            consumer.submit(broken, EngineItem([1, 2, 3]), DETERMINISTIC).result(60)
+        consumer.close()
+        host.close()
+
+
+def test_a_lost_host_fails_what_waits_and_says_so_once(
+    host: EngineHost, voice: Voice, phonemizer: Phonemizer
+) -> None:
+    lost = threading.Event()
+    calls: list[int] = []
+    consumer = RemoteBatcher(host.address, host.authkey, on_lost=lambda: (calls.append(1), lost.set()))
+    consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC).result(60)
+    host.close()
+    assert lost.wait(10), "the consumer noticed the host going away"
+    with pytest.raises(EngineLost):
+        consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[1])), DETERMINISTIC).result(10)
+    assert calls == [1]
+    consumer.close()
+
+
+def test_a_wrong_key_is_refused(host: EngineHost) -> None:
+    from multiprocessing import AuthenticationError
+
+    with pytest.raises(AuthenticationError):
+        RemoteBatcher(host.address, b"not the key")
