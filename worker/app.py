@@ -160,6 +160,8 @@ def _register_inspect_commands() -> None:
             "mean_batch_size": round(stats.mean_batch_size, 3),
             "padding_ratio": round(stats.padding_ratio, 4),
             "busy_seconds": round(stats.busy_seconds, 3),
+            "consumers": resources_of(state.consumer.app).settings.consumers,
+            # the batcher's counts are the engine's: each of its consumers answers with them
         }
 
     def ttsfarm_health(state: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:
