@@ -229,7 +229,7 @@ def main() -> None:
     results.section("environment", lambda: {"onnxruntime": ort.__version__, "gpu_mib": gpu_memory_mib()})
     engines: dict[str, VoiceEngine] = {}
     options = EngineOptions(
-        provider=provider, concurrent_runs=THREADS, cuda_options=CUDA_LAYOUTS[args.layout]
+        provider=provider, concurrent_runs=THREADS, waveform_cuda_options=CUDA_LAYOUTS[args.layout]
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 

@@ -145,7 +145,7 @@ def captured(layout: str, items: list[EngineItem], out: Path, smoke: bool) -> No
 
     voice = resolve_voice("joe")
     options = EngineOptions(
-        provider="cpu" if smoke else "cuda", cuda_options=CUDA_LAYOUTS[layout], concurrent_runs=3
+        provider="cpu" if smoke else "cuda", waveform_cuda_options=CUDA_LAYOUTS[layout], concurrent_runs=3
     )
     engine = StagedEngine(voice, options)
     engine.prepare([32])

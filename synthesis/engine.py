@@ -25,6 +25,7 @@ import onnxruntime as ort
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
 from synthesis.sessions import (
     CUDA,
+    CudaOptions,
     Precision,
     Provider,
     build_session,
@@ -124,8 +125,13 @@ class EngineOptions:
     """Bind inputs and outputs explicitly (the audio stays on the GPU until copied once)."""
     max_sessions: int = DEFAULT_MAX_SESSIONS
     """Bucket sessions kept at once."""
-    cuda_options: tuple[tuple[str, str], ...] = ()
-    """Extra CUDA provider options, e.g. ``(("prefer_nhwc", "1"),)``."""
+    cuda_options: CudaOptions = ()
+    """Extra CUDA provider options for every session of the engine."""
+    waveform_cuda_options: CudaOptions = ()
+    """Extra CUDA provider options for the staged engine's waveform sessions only, e.g. the
+    layout ``(("prefer_nhwc", "1"),)`` (``TTSFARM_CUDA_LAYOUT``): the sessions that compute the
+    durations must not get it (NHWC there changed 7 of 79 segment lengths, run 13). The
+    single-session engine, whose one graph holds the durations too, does not use them."""
     max_batch_frames: int = MAX_BATCH_FRAMES
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None
@@ -275,6 +281,8 @@ class Engine(EngineBasics):
         self._edit_lock = threading.Lock()
         self._plain_session: ort.InferenceSession | None = None
         self._fp32_buckets: set[Bucket | None] = set()
+        # Not options.waveform_cuda_options: this one graph predicts the durations as well, and
+        # NHWC (what TTSFARM_CUDA_LAYOUT puts there) changes them; lengths must stay exact.
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
         self._run_options = run_options(use_cuda)

@@ -7,7 +7,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 import onnxruntime as ort
 
@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 Provider = Literal["auto", "cuda", "cpu"]
 Precision = Literal["auto", "fp32", "fp16"]
+
+CudaOptions: TypeAlias = tuple[tuple[str, str], ...]
+"""Extra CUDA provider options, as ``(key, value)`` pairs."""
 
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"

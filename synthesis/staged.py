@@ -4,7 +4,8 @@
 prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
 
 - the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
-  input shapes (its data-dependent ``NonZero`` ops keep it from being captured);
+  input shapes (its data-dependent ``NonZero`` ops keep it from being captured), never in the
+  layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`);
 - the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
   frames it really needs, and builds the frame index and mask;
 - expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import numpy as np
 import onnx
@@ -51,6 +52,7 @@ from synthesis.engine import (
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import (
     NHWC,
+    CudaOptions,
     Precision,
     build_session,
     check_device,
@@ -85,9 +87,9 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
 GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
-"""With ``prefer_nhwc`` among the CUDA options, each waveform graph keeps an arena of its own: in
-one shared arena NHWC graphs returned NaN inside a running worker (run 12: 131 of 400 farm jobs
-stored); each on its own, 400 of 400 (docs/benchmarks.md)."""
+"""With ``prefer_nhwc`` among the waveform's CUDA options, each waveform graph keeps an arena of
+its own: in one shared arena NHWC graphs returned NaN inside a running worker (run 12: 131 of 400
+farm jobs stored); each on its own, 400 of 400 (docs/benchmarks.md)."""
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
@@ -110,6 +112,23 @@ def graph_lane(device_id: int) -> ThreadPoolExecutor:
 
 
 T = TypeVar("T")
+
+
+class StageCudaOptions(NamedTuple):
+    """Extra CUDA provider options of the staged engine's sessions, by stage."""
+
+    front: CudaOptions
+    """The front and expand sessions: ``cuda_options`` only. The front predicts the durations,
+    which set every item's length; NHWC there changed 7 of 79 lengths (run 13)."""
+    waveform: CudaOptions
+    """The waveform sessions: ``cuda_options``, ``waveform_cuda_options`` (the layout) and, when
+    they are captured, :data:`GRAPH_OPTIONS`."""
+
+
+def stage_cuda_options(options: EngineOptions, graphs: bool) -> StageCudaOptions:
+    """What each stage's sessions get of ``options`` (see :class:`StageCudaOptions`)."""
+    waveform = (*options.cuda_options, *options.waveform_cuda_options)
+    return StageCudaOptions(options.cuda_options, (*waveform, *GRAPH_OPTIONS) if graphs else waveform)
 
 
 def frame_bucket(frames: int) -> int:
@@ -173,11 +192,11 @@ class StagedEngine(EngineBasics):
         half = self.precision == "fp16"
         self._waveform = convert_to_fp16(stages.waveform, whole_graph=True) if half else None
         self._device = "cuda" if use_cuda else "cpu"
-        self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
-        graph_options = (*options.cuda_options, *GRAPH_OPTIONS) if self.graphs else options.cuda_options
-        self._graph_providers = providers_for(use_cuda, options.device_id, graph_options)
+        front_cuda, waveform_cuda = stage_cuda_options(options, self.graphs)
+        self._front_providers = providers_for(use_cuda, options.device_id, front_cuda)
+        self._waveform_providers = providers_for(use_cuda, options.device_id, waveform_cuda)
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
-        nhwc = NHWC in options.cuda_options
+        nhwc = NHWC in waveform_cuda
         shared = self.graphs and not nhwc and share_gpu_arena(options.device_id, "graphs")
         if self.graphs and not shared and not nhwc:
             log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
@@ -191,7 +210,8 @@ class StagedEngine(EngineBasics):
         self._building: dict[object, threading.Lock] = {}
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
         self._lane = graph_lane(options.device_id) if self.buckets else None
-        self._expand = self._build(stages.expand.SerializeToString(), self._front_options, self._providers)
+        expand = stages.expand.SerializeToString()
+        self._expand = self._build(expand, self._front_options, self._front_providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -304,7 +324,7 @@ class StagedEngine(EngineBasics):
                 rows, ids = key
                 dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
                 model = with_fixed_inputs(model, dims)
-            return self._build(model.SerializeToString(), self._front_options, self._providers)
+            return self._build(model.SerializeToString(), self._front_options, self._front_providers)
 
         return self._cached(self._fronts, key, make)
 
@@ -374,7 +394,7 @@ class StagedEngine(EngineBasics):
         self._expand.run_with_iobinding(expand)
         if self._waveform_dynamic is None:
             model = self._waveform or self._waveform_fp32
-            built = self._build(model.SerializeToString(), self._front_options, self._providers)
+            built = self._build(model.SerializeToString(), self._front_options, self._waveform_providers)
             self._waveform_dynamic = built
         binding = self._waveform_dynamic.io_binding()
         for name, value in zip(outputs, expand.get_outputs(), strict=True):
@@ -436,13 +456,15 @@ class StagedEngine(EngineBasics):
                 types[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
-            session = self._build(fixed, self._graph_options, self._graph_providers)
+            session = self._build(fixed, self._graph_options, self._waveform_providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not self.graphs or is_out_of_memory(error):
                 raise
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
-            self.graphs, self._graph_providers = False, self._providers
-            session = self._build(fixed, self._graph_options, self._graph_providers)
+            self.graphs = False  # it was True, so this is CUDA
+            plain = stage_cuda_options(self.options, graphs=False).waveform
+            self._waveform_providers = providers_for(True, self.options.device_id, plain)
+            session = self._build(fixed, self._graph_options, self._waveform_providers)
         device = self.options.device_id
         inputs = {
             name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name], self._device, device)

@@ -35,10 +35,12 @@ def test_a_bad_setting_is_a_settings_error_where_the_settings_are_made(
     assert isinstance(raised.value, PermanentError) and not isinstance(raised.value, InvalidInput)
 
 
-def test_the_cuda_layout_reaches_the_engine_as_a_provider_option() -> None:
-    assert engine_options(Settings.load({})).cuda_options == ()
+def test_the_cuda_layout_reaches_the_engine_as_a_waveform_provider_option() -> None:
+    nchw = engine_options(Settings.load({}))
+    assert (nchw.cuda_options, nchw.waveform_cuda_options) == ((), ())
     nhwc = engine_options(Settings.load({"TTSFARM_CUDA_LAYOUT": "nhwc"}))
-    assert nhwc.cuda_options == (("prefer_nhwc", "1"),)
+    assert nhwc.cuda_options == ()  # every session, durations included: not the layout
+    assert nhwc.waveform_cuda_options == (("prefer_nhwc", "1"),)
 
 
 def test_with_options_keeps_a_setting_whose_option_was_left_out() -> None:

@@ -19,7 +19,8 @@ from synthesis.build import engine_options
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import load_engine, wants_staged
 from synthesis.phonemes import Phonemizer
-from synthesis.staged import FRAME_BUCKETS, StagedEngine, frame_bucket
+from synthesis.sessions import NHWC
+from synthesis.staged import FRAME_BUCKETS, GRAPH_OPTIONS, StagedEngine, frame_bucket, stage_cuda_options
 from synthesis.stages import NOISE_OP, UnsupportedGraph, split_voice
 from tests.conftest import DETERMINISTIC
 from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
@@ -214,6 +215,18 @@ def test_frame_bucket_is_the_smallest_that_holds_the_frames() -> None:
     assert frame_bucket(65) == 96
     assert frame_bucket(1536) == 1536
     assert frame_bucket(1537) == 1792
+
+
+def test_the_cuda_layout_reaches_the_waveform_sessions_only() -> None:
+    """NHWC in the front changed 7 of 79 durations, and so lengths (run 13)."""
+    nhwc = engine_options(Settings.load({"TTSFARM_CUDA_LAYOUT": "nhwc"}))
+    front, waveform = stage_cuda_options(nhwc, graphs=True)
+    assert front == ()
+    assert waveform == (NHWC, *GRAPH_OPTIONS)
+    assert stage_cuda_options(nhwc, graphs=False) == ((), (NHWC,))  # the dynamic waveform session
+    heuristic = (("cudnn_conv_algo_search", "HEURISTIC"),)
+    everywhere = EngineOptions(cuda_options=heuristic, waveform_cuda_options=(NHWC,))
+    assert stage_cuda_options(everywhere, graphs=False) == (heuristic, (*heuristic, NHWC))
 
 
 def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Phonemizer) -> None:

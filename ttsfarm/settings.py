@@ -78,9 +78,11 @@ class Settings:
     shape_buckets: ShapeBuckets = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     cuda_layout: CudaLayout = "nchw"
-    """The convolutions' memory layout on CUDA: ``nchw``, or ``nhwc`` (experimental, onnxruntime's
-    ``prefer_nhwc``: 1.14-1.20x faster in run 12, each waveform graph then on an arena of its own;
-    its audio is not yet scored, docs/benchmarks.md)."""
+    """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``, or
+    ``nhwc`` (experimental, onnxruntime's ``prefer_nhwc``: 1.14-1.20x faster in runs 12-13, each
+    waveform graph then on an arena of its own: 83,385 MiB of GPU memory against 31,525 MiB in
+    run 13's farm; docs/benchmarks.md). The stages that predict the durations, and the single-session
+    engine, always run ``nchw``: NHWC changes the durations, and so the lengths."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
