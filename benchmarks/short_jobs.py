@@ -13,8 +13,9 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
   own (phonemes ready, batches of the worker's size, its runner count): the rate a worker
   could reach with no per-job cost at all. The worker's jobs/s against it is the per-job cost.
 - *burst*: --burst jobs submitted at once; jobs/s from the first submit to the last finish.
-- *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced;
-  latency of each job from submit to stored, taken from its own job record.
+- *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced,
+  from --submitters processes; latency of each job from submit to stored, taken from its own
+  job record.
 
 With --workers-per-gpu N [M ...], each variant runs again with N (then M ...) worker processes
 sharing GPU 0, each with its own engine and batcher. ``TTSFARM_CONSUMERS=N`` as a variant is one
@@ -34,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -92,25 +94,34 @@ def burst(client: Client, count: int, timeout: float) -> dict[str, Any]:
     return summary(wait_all(client, ids, timeout, POLL))
 
 
-def open_loop(client: Client, rate: float, seconds: float, timeout: float) -> dict[str, Any]:
-    """Submit at ``rate`` jobs/s, evenly spaced, from a few threads so no submit waits on another."""
+def open_loop(client: Client, rate: float, seconds: float, timeout: float, submitters: int) -> dict[str, Any]:
+    """Submit at ``rate`` jobs/s, evenly spaced, from ``submitters`` processes (one client each:
+    one process's submits top out near 220 a second), so that the load offered is the load asked."""
     texts = sentences(max(int(rate * seconds), 1))
-    interval = 1.0 / rate
-    start = time.monotonic() + 0.2
-
-    def send(index: int) -> str:
-        delay = start + index * interval - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        return client.submit(texts[index])
-
-    with ThreadPoolExecutor(8) as pool:
-        ids = list(pool.map(send, range(len(texts))))
-    sent_for = time.monotonic() - start
+    start = time.time() + 1.0
+    schedule = [(start + index / rate, text) for index, text in enumerate(texts)]
+    shares = [schedule[n::submitters] for n in range(submitters)]
+    settings = client.settings
+    with ProcessPoolExecutor(submitters) as pool:
+        sent = list(pool.map(submit_on_schedule, [settings] * submitters, shares))
+    ids = [job_id for share in zip_longest(*sent) for job_id in share if job_id is not None]
+    sent_for = time.time() - start
     row = summary(wait_all(client, ids, timeout, POLL))
     row["offered_per_s"] = round(rate, 1)
     row["submitted_per_s"] = round(len(ids) / sent_for, 1)
     return row
+
+
+def submit_on_schedule(settings: Settings, schedule: list[tuple[float, str]]) -> list[str]:
+    """One submitter process: each text at its time (wall clock, shared by the processes)."""
+    with Client(settings) as client:
+        ids = []
+        for due, text in schedule:
+            delay = due - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            ids.append(client.submit(text))
+        return ids
 
 
 def engine_rate(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -199,7 +210,7 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
-        loop = open_loop(client, rate, args.seconds, args.timeout)
+        loop = open_loop(client, rate, args.seconds, args.timeout, args.submitters)
         client.close()
     finally:
         stop_workers(workers)
@@ -219,6 +230,7 @@ def main() -> None:
         "--workers-per-gpu", type=int, nargs="+", default=[1], help="worker processes sharing GPU 0"
     )
     parser.add_argument("--fraction", type=float, default=0.7)
+    parser.add_argument("--submitters", type=int, default=8, help="processes submitting the open loop")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--port", type=int, default=6391)
