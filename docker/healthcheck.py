@@ -25,30 +25,34 @@ GATEWAY_DEFAULT_PORT: Final = 8000
 
 
 def check_worker(name: str) -> str | None:
-    """None if the worker ``name@<this host>`` says its engine runs, else why not."""
-    from ttsfarm.farm.celeryconf import make_celery
+    """None if the worker ``name@<this host>`` says its engine runs, else why not. A worker with
+    consumers (``TTSFARM_CONSUMERS``) is healthy when every consumer answers so."""
+    from ttsfarm.farm.celeryconf import make_celery, worker_nodes
     from ttsfarm.settings import PROBE_TIMEOUT_SECONDS, Settings
 
-    node = name if "@" in name else f"{name}@{socket.gethostname()}"
-    app = make_celery(Settings.load())
+    settings = Settings.load()
+    nodes = worker_nodes(name if "@" in name else f"{name}@{socket.gethostname()}", settings.consumers)
+    app = make_celery(settings)
     wait = PROBE_TIMEOUT_SECONDS + PING_TIMEOUT_SECONDS
     try:
         replies = app.control.broadcast(
             "ttsfarm_health",
             arguments={"timeout": PROBE_TIMEOUT_SECONDS},
-            destination=[node],
+            destination=nodes,
             reply=True,
             timeout=wait,
+            limit=len(nodes),
         )
     except Exception as error:  # any broker failure means unhealthy
         return f"broker unreachable: {error}"
-    report = next((reply[node] for reply in replies if node in reply), None)
-    if report is None:
-        return f"worker {node} did not answer within {wait:.0f} s"
-    if not isinstance(report, dict):
-        return f"worker {node} answered {report!r}"
-    if not report.get("ok"):
-        return f"worker {node}: its engine cannot run: {report.get('error')}"
+    for node in nodes:
+        report = next((reply[node] for reply in replies if node in reply), None)
+        if report is None:
+            return f"worker {node} did not answer within {wait:.0f} s"
+        if not isinstance(report, dict):
+            return f"worker {node} answered {report!r}"
+        if not report.get("ok"):
+            return f"worker {node}: its engine cannot run: {report.get('error')}"
     return None
 
 

@@ -33,6 +33,7 @@ from types import FrameType
 
 from synthesis.build import build_synthesizer, consumer_synthesizer
 from synthesis.engine_host import EngineHost
+from ttsfarm.farm.celeryconf import worker_nodes
 from ttsfarm.settings import Settings
 from worker.app import default_hostname, run_worker
 
@@ -66,12 +67,6 @@ def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str
         synthesizer.close()
 
 
-def consumer_name(name: str, number: int) -> str:
-    """``ttsfarm-gpu0@%h`` -> ``ttsfarm-gpu0-2@%h`` for consumer 2."""
-    node, at, host = name.partition("@")
-    return f"{node}-{number}{at}{host}"
-
-
 def consumer_settings(settings: Settings, number: int) -> Settings:
     """Consumer ``number`` (from 1) serves metrics on a port of its own."""
     port = settings.metrics_port + number - 1 if settings.metrics_port else 0
@@ -80,19 +75,14 @@ def consumer_settings(settings: Settings, number: int) -> Settings:
 
 def _supervise(settings: Settings, name: str, loglevel: str, host: EngineHost) -> int:
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no CUDA state forked
+    link = (host.address, host.authkey)
     consumers = [
         context.Process(
             target=_consume,
-            args=(
-                consumer_settings(settings, n),
-                consumer_name(name, n),
-                loglevel,
-                host.address,
-                host.authkey,
-            ),
+            args=(consumer_settings(settings, n), node, loglevel, *link),
             name=f"ttsfarm-consumer-{n}",
         )
-        for n in range(1, settings.consumers + 1)
+        for n, node in enumerate(worker_nodes(name, settings.consumers), start=1)
     ]
     stopping = False
 

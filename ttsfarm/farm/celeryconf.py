@@ -40,6 +40,15 @@ RESTORE_SWEEP_SECONDS: Final = 10
 A job of a worker that vanished comes back within visibility timeout + this."""
 
 
+def worker_nodes(name: str, consumers: int) -> list[str]:
+    """The Celery names a worker called ``name`` answers to: itself, or each of its consumers
+    (``ttsfarm-gpu0@%h`` -> ``ttsfarm-gpu0-1@%h``, ``ttsfarm-gpu0-2@%h``, ...; ``worker/consumers.py``)."""
+    if consumers <= 1:
+        return [name]
+    node, at, host = name.partition("@")
+    return [f"{node}-{number}{at}{host}" for number in range(1, consumers + 1)]
+
+
 def queued_jobs(app: Celery, queue: str) -> int:
     """Jobs waiting in ``queue``, taken by no worker yet (the length of its Redis list).
     :class:`kombu.exceptions.OperationalError` if the broker cannot be reached."""
