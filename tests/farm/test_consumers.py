@@ -32,36 +32,45 @@ def test_consumers_share_one_engine_and_stop_together(
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_CONSUMERS="2")
     log = tmp_path / "consumers.log"
     worker = WorkerProcess(env, log, "shared", concurrency=4)
-    children = consumers_of(worker)
-    assert len(children) == 2
-    with Client(replace(client.settings, queue=queue)) as c:
-        ids = c.submit_many(
-            [JobSpec(f"Job {n} of the shared engine test, one sentence long.") for n in range(12)]
-        )
-        wait_for(lambda: all(c.status(i).done for i in ids), 240, "every job to finish")
-        statuses = [c.status(i) for i in ids]
-    assert [s.state for s in statuses] == ["succeeded"] * len(ids)
-    assert all(s.result and s.result.duration > 1.5 for s in statuses)
-    text = log.read_text()
-    by_consumer = {
-        name: len(re.findall(rf"INFO/ttsfarm-consumer-{name}\] Task \S+ succeeded", text)) for name in "12"
-    }
-    assert sum(by_consumer.values()) == len(ids)
-    assert all(by_consumer.values()), f"both consumers took jobs: {by_consumer}"
-    assert "shared-1@" in text and "shared-2@" in text, "each consumer is a Celery worker of its own"
+    try:
+        children = consumers_of(worker)
+        assert len(children) == 2
+        with Client(replace(client.settings, queue=queue)) as c:
+            ids = c.submit_many(
+                [JobSpec(f"Job {n} of the shared engine test, one sentence long.") for n in range(12)]
+            )
+            wait_for(lambda: all(c.status(i).done for i in ids), 240, "every job to finish")
+            statuses = [c.status(i) for i in ids]
+        assert [s.state for s in statuses] == ["succeeded"] * len(ids)
+        assert all(s.result and s.result.duration > 1.5 for s in statuses)
+        text = log.read_text()
+        by_consumer = {
+            name: len(re.findall(rf"INFO/ttsfarm-consumer-{name}\] Task \S+ succeeded", text))
+            for name in "12"
+        }
+        assert sum(by_consumer.values()) == len(ids)
+        assert all(by_consumer.values()), f"both consumers took jobs: {by_consumer}"
+        assert "shared-1@" in text and "shared-2@" in text, "each consumer is a Celery worker of its own"
 
-    signalled = time.monotonic()
-    worker.process.send_signal(signal.SIGTERM)
-    assert worker.process.wait(90) == 0
-    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
-    print(f"jobs per consumer {by_consumer}; all stopped {time.monotonic() - signalled:.1f} s after SIGTERM")
+        signalled = time.monotonic()
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(90) == 0
+        assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+        stopped = time.monotonic() - signalled
+        print(f"jobs per consumer {by_consumer}; all stopped {stopped:.1f} s after SIGTERM")
+    finally:
+        worker.stop()  # a no-op once it exited; a failed assertion must not leave it running
 
 
 def test_a_consumer_that_dies_stops_the_worker(redis_url: str, s3_endpoint: str, tmp_path: Path) -> None:
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=f"consumers-{uuid.uuid4().hex[:6]}")
     worker = WorkerProcess({**env, "TTSFARM_CONSUMERS": "2"}, tmp_path / "dies.log", "dies", concurrency=2)
-    first, second = consumers_of(worker)
-    os.kill(first.pid, signal.SIGKILL)
-    assert worker.process.wait(90) == 1, "the worker exits with an error, for its supervisor to restart it"
-    second.wait(30)
-    assert "exited (code -9): stopping the worker's other consumers" in (tmp_path / "dies.log").read_text()
+    try:
+        first, second = consumers_of(worker)
+        os.kill(first.pid, signal.SIGKILL)
+        assert worker.process.wait(90) == 1, "the worker exits with an error, for its supervisor"
+        second.wait(30)
+        log = (tmp_path / "dies.log").read_text()
+        assert "exited (code -9): stopping the worker's other consumers" in log
+    finally:
+        worker.stop()
