@@ -79,10 +79,11 @@ class Settings:
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
     cuda_layout: CudaLayout = "nchw"
     """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``, or
-    ``nhwc`` (experimental, onnxruntime's ``prefer_nhwc``: 1.14-1.20x faster in runs 12-13, each
-    waveform graph then on an arena of its own: 83,385 MiB of GPU memory against 31,525 MiB in
-    run 13's farm; docs/benchmarks.md). The stages that predict the durations, and the single-session
-    engine, always run ``nchw``: NHWC changes the durations, and so the lengths."""
+    ``nhwc`` (opt-in, onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its
+    own): exact lengths with the front in NCHW, 1.07-1.15x in the farm, for about 3x the GPU
+    memory (83,163 MiB against 31,031 MiB at the peak); see docs/benchmarks.md, run 13. The stages
+    that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
+    the durations, and so the lengths."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
