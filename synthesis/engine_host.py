@@ -105,8 +105,11 @@ class _Link:
                 kind, number, *args = self._connection.recv()
                 self._serve(kind, number, args)
         except (EOFError, OSError):  # the consumer stopped, or the host is closing
-            self.open = False
-            self._outbox.put(_STOP)
+            pass
+        except Exception:  # a message that does not unpickle or fit: the consumer sees the end
+            log.exception("engine host: a consumer's link failed; closing it")
+        finally:
+            self.close()
 
     def _serve(self, kind: str, number: int, args: list[Any]) -> None:
         batcher = self._host.batcher
@@ -143,8 +146,23 @@ class _Link:
             try:
                 self._connection.send(message)
             except (OSError, ValueError):  # the consumer went away: its answers are dropped
-                self.open = False
+                self.close()
                 return
+            except Exception as error:  # an answer that does not pickle: its job is told why
+                log.exception("engine host: could not send %s to a consumer", message[0])  # type: ignore[index]
+                if not self._send_failure(message, error):
+                    self.close()  # the consumer sees the end: what waits there fails, nothing hangs
+                    return
+
+    def _send_failure(self, message: Any, error: Exception) -> bool:
+        """Answer the request ``message`` answered with ``error`` instead; False if that fails too."""
+        if message[0] not in ("done", "error"):
+            return True  # a batch note: nobody waits on it
+        try:
+            self._connection.send(("error", message[1], RuntimeError(f"the engine's answer failed: {error}")))
+        except Exception:
+            return False
+        return True
 
 
 def portable(error: BaseException) -> BaseException:

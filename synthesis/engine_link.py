@@ -26,6 +26,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection
 from typing import Any, Final
@@ -174,12 +175,12 @@ class RemoteBatcher:
         return future
 
     def _read(self) -> None:
+        reason = "the engine process closed the link"
         try:
             while True:
                 message = self._connection.recv()
                 if message[0] == "batch":
-                    for observer in self._observers:
-                        observer(message[1], message[2])
+                    self._tell_observers(message[1], message[2])
                     continue
                 kind, number, value = message
                 with self._waiting_lock:
@@ -194,15 +195,29 @@ class RemoteBatcher:
                 except InvalidStateError:  # cancelled by its caller meanwhile
                     pass
         except (EOFError, OSError) as error:
-            self._lose(f"the engine process closed the link ({type(error).__name__})")
+            reason = f"{reason} ({type(error).__name__})"
+        except Exception as error:  # a message that does not unpickle: the link cannot go on
+            log.exception("the link to the engine failed")
+            reason = f"the link to the engine failed ({type(error).__name__}: {error})"
+        finally:
+            self._lose(reason)
+
+    def _tell_observers(self, lengths: list[int], seconds: float) -> None:
+        for observer in self._observers:
+            try:
+                observer(lengths, seconds)
+            except Exception:  # a metric's bug must not stop the answers
+                log.exception("a batch observer failed")
 
     def _lose(self, reason: str) -> None:
         with self._waiting_lock:
             first = self._lost is None
             self._lost = self._lost or reason
             waiting, self._waiting = self._waiting, {}
-        for future in waiting.values():
-            if not future.done():
-                future.set_exception(EngineLost(reason))
-        if first and not self._closing and self._on_lost is not None:
-            self._on_lost()
+        try:
+            for future in waiting.values():
+                with suppress(InvalidStateError):  # cancelled or answered meanwhile
+                    future.set_exception(EngineLost(reason))
+        finally:
+            if first and not self._closing and self._on_lost is not None:
+                self._on_lost()

@@ -4,14 +4,14 @@ with the real CPU engine (host and consumer in this one process; the farm test r
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from synthesis.batcher import Batcher
-from synthesis.engine import Engine, EngineItem, EngineOptions
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engine_host import EngineHost
 from synthesis.engine_link import EngineLost, RemoteBatcher
 from synthesis.phonemes import Phonemizer
@@ -93,17 +93,35 @@ def test_the_hosts_errors_reach_the_consumer_as_they_were(voice: Voice, tmp_path
         host.close()
 
 
+class GatedEngine:
+    """The real engine, whose runs wait at a gate: a segment stays in flight while the test acts."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        self.gate = threading.Event()
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        self.gate.wait(30)
+        return self.engine.run(items, scales)
+
+
 def test_a_lost_host_fails_what_waits_and_says_so_once(
-    host: EngineHost, voice: Voice, phonemizer: Phonemizer
+    engine: Engine, voice: Voice, phonemizer: Phonemizer, tmp_path: Path
 ) -> None:
+    gated = GatedEngine(engine)
     lost = threading.Event()
     calls: list[int] = []
-    consumer = RemoteBatcher(host.address, host.authkey, on_lost=lambda: (calls.append(1), lost.set()))
-    consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC).result(60)
-    host.close()
-    assert lost.wait(10), "the consumer noticed the host going away"
-    with pytest.raises(EngineLost):
-        consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[1])), DETERMINISTIC).result(10)
+    with Batcher(lambda v: gated, max_wait=0.0) as batcher:  # type: ignore[arg-type,return-value]
+        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        consumer = RemoteBatcher(host.address, host.authkey, on_lost=lambda: (calls.append(1), lost.set()))
+        waiting = consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC)
+        host.close()
+        assert lost.wait(10), "the consumer noticed the host going away"
+        with pytest.raises(EngineLost):
+            waiting.result(10)  # in flight when the host went: failed, not left hanging
+        with pytest.raises(EngineLost):
+            consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[1])), DETERMINISTIC).result(10)
+        gated.gate.set()
     assert calls == [1]
     consumer.close()
 

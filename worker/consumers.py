@@ -97,8 +97,12 @@ def _supervise(settings: Settings, name: str, loglevel: str, host: EngineHost) -
     failed = False
     try:
         for consumer in consumers:
+            if stopping:  # told to stop while starting: the rest never start
+                break
             consumer.start()
-        running = list(consumers)
+        if stopping:  # a signal that came while one was starting found no pid to send to
+            stop_all(signal.SIGTERM)
+        running = [consumer for consumer in consumers if consumer.pid is not None]
         while running:
             ended = wait([consumer.sentinel for consumer in running])
             for consumer in [c for c in running if c.sentinel in ended]:
@@ -115,7 +119,7 @@ def _supervise(settings: Settings, name: str, loglevel: str, host: EngineHost) -
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 1 if failed or any(consumer.exitcode for consumer in consumers) else 0
+    return 1 if failed or any(c.exitcode for c in consumers if c.pid is not None) else 0
 
 
 def _consume(settings: Settings, name: str, loglevel: str, address: str, authkey: bytes) -> None:
