@@ -37,12 +37,12 @@ def test_short_job_load_test_on_the_cpu(tmp_path: Path) -> None:
     printed = _run("short_jobs.py", tmp_path, "--workers-per-gpu", "2")
     results = json.loads((tmp_path / "short_jobs.json").read_text())
     assert results["engine"]["jobs_per_s"] > 0 and results["engine"]["sentences"] == 6
-    run = results["default"]
+    run = results["default x2"]
     assert run["workers"] == 2
     assert run["burst"]["succeeded"] == run["burst"]["jobs"] == 6
     assert run["open_loop"]["succeeded"] == run["open_loop"]["jobs"] >= 1
     assert 0 < run["open_loop"]["p50_ms"] <= run["open_loop"]["p99_ms"]
-    assert "| default | 2 |" in printed and "engine alone:" in printed
+    assert "| default x2 | 2 |" in printed and "engine alone:" in printed
 
 
 @pytest.mark.timeout(420)
