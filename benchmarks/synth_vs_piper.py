@@ -48,6 +48,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=8, help="Copies of the 414-word example text.")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-batch", type=int, nargs="+", default=[8], help="ttsfarm batch sizes to try.")
+    parser.add_argument(
+        "--unmastered", action="store_true", help="also ttsfarm synth --loudness off (no mastering)"
+    )
     args = parser.parse_args()
 
     import os
@@ -64,6 +67,9 @@ def main() -> None:
             out = Path(folder) / f"ttsfarm-{batch}.wav"
             env = dict(os.environ, TTSFARM_MAX_BATCH=str(batch), TTSFARM_PROVIDER="cpu")
             variants.append((f"ttsfarm synth (max_batch {batch})", ttsfarm_cmd(text_path, out), env, out))
+            if args.unmastered:
+                unmastered = [*ttsfarm_cmd(text_path, out), "--loudness", "off"]
+                variants.append((f"ttsfarm synth --loudness off (max_batch {batch})", unmastered, env, out))
         piper_out = Path(folder) / "piper.wav"
         variants.append(("python -m piper", piper_cmd(text_path, piper_out), None, piper_out))
         for _ in range(args.repeats):

@@ -7,7 +7,9 @@ and each block is at the target loudness."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -16,7 +18,6 @@ import soundfile as sf
 
 from ttsfarm.files import atomic_target, sha256_file
 from ttsfarm.jobs import AUDIO_FORMATS, JobResult
-from ttsfarm.mastering import master
 
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
@@ -39,6 +40,17 @@ def title_from(text: str) -> str:
     return " ".join(words[:TITLE_WORDS]) + ("..." if len(words) > TITLE_WORDS else "")
 
 
+def import_mastering_meanwhile() -> threading.Thread:
+    """Import the mastering code (pyloudnorm and scipy.signal: 0.7 s on a 2-core machine, a
+    third of a one-word ``synth``) in the background, while the text is spoken; :func:`finish`
+    then finds it imported, or waits for the import to end (Python's import lock)."""
+    thread = threading.Thread(
+        target=importlib.import_module, args=("ttsfarm.mastering",), name="ttsfarm-import", daemon=True
+    )
+    thread.start()
+    return thread
+
+
 def finish(
     spoken: Path,
     result: JobResult,
@@ -51,6 +63,8 @@ def finish(
     """Write ``spoken`` (lossless) to ``target`` as ``audio_format``, normalised to ``loudness``
     LUFS (``None`` keeps the voice's own level), tagged; return the result for ``target``."""
     container, subtype = AUDIO_FORMATS[audio_format]
+    if loudness is not None:
+        from ttsfarm.mastering import master  # deferred: `--loudness off` never imports scipy.signal
     with sf.SoundFile(spoken) as source, atomic_target(target) as temp:
         rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
