@@ -86,6 +86,9 @@ class _Link:
         self._connection = connection
         self._host = host
         self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queued: dict[int, Future[Any]] = {}
+        """Segments of this consumer in the batcher, by request number, until answered."""
+        self._queued_lock = threading.Lock()
         self.open = True
         threading.Thread(target=self._read, name="ttsfarm-engine-link-in", daemon=True).start()
         threading.Thread(target=self._write, name="ttsfarm-engine-link-out", daemon=True).start()
@@ -119,7 +122,14 @@ class _Link:
             except Exception as error:  # the batcher is closed
                 self.send(("error", number, portable(error)))
                 return
+            with self._queued_lock:
+                self._queued[number] = future
             future.add_done_callback(lambda done: self._answer(number, done))
+        elif kind == "cancel":  # the batcher skips a cancelled segment it has not run yet
+            with self._queued_lock:
+                queued = self._queued.pop(number, None)
+            if queued is not None:
+                queued.cancel()
         elif kind == "engine":  # may load a voice for seconds: not on this thread
             threading.Thread(target=self._load, args=(number, args[0]), daemon=True).start()
         elif kind == "stats":
@@ -136,6 +146,8 @@ class _Link:
             self.send(("error", number, portable(error)))
 
     def _answer(self, number: int, future: Future[Any]) -> None:
+        with self._queued_lock:
+            self._queued.pop(number, None)
         if future.cancelled():
             return
         error = future.exception()

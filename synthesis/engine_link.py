@@ -10,8 +10,8 @@ The link is one Unix socket per consumer (``multiprocessing.connection``: pickle
 random key known only to the worker's processes). Messages are tuples; a request carries a
 number its answer repeats:
 
-- consumer to host: ``("submit", n, voice, item, scales)``, ``("engine", n, voice)``,
-  ``("stats", n)``, ``("describe", n)``;
+- consumer to host: ``("submit", n, voice, item, scales)``, ``("cancel", n)`` (of a submit),
+  ``("engine", n, voice)``, ``("stats", n)``, ``("describe", n)``;
 - host to consumer: ``("done", n, value)``, ``("error", n, exception)`` and
   ``("batch", lengths, seconds)``, one batch the engine ran (each batch goes to one consumer,
   so that the consumers' metrics add up to the engine's).
@@ -26,6 +26,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection
@@ -120,7 +121,11 @@ class RemoteBatcher:
         self._engines: dict[str, EngineFacts] = {}
         self._reader = threading.Thread(target=self._read, name="ttsfarm-engine-link", daemon=True)
         self._reader.start()
-        self.host: HostFacts = self._ask("describe").result(ANSWER_TIMEOUT_SECONDS)
+        try:
+            self.host: HostFacts = self._answer("describe")
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def max_batch(self) -> int:
@@ -133,7 +138,7 @@ class RemoteBatcher:
     @property
     def stats(self) -> BatcherStats:
         """The host batcher's counters: every consumer's segments together."""
-        stats: BatcherStats = self._ask("stats").result(ANSWER_TIMEOUT_SECONDS)
+        stats: BatcherStats = self._answer("stats")
         return stats
 
     @property
@@ -145,10 +150,12 @@ class RemoteBatcher:
         key = str(voice.model_path)
         found = self._engines.get(key)
         if found is None:
-            found = self._engines[key] = self._ask("engine", voice).result(ANSWER_TIMEOUT_SECONDS)
+            found = self._engines[key] = self._answer("engine", voice)
         return found
 
     def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
+        """Queue one segment in the host's batcher. Cancelling the future (a job that stopped,
+        a health probe that timed out) takes the segment out there too, if it has not run."""
         return self._ask("submit", voice, item, scales)
 
     def observe(self, observer: BatchObserver) -> None:
@@ -159,6 +166,16 @@ class RemoteBatcher:
         self._closing = True
         hang_up(self._connection)
         self._reader.join(5)
+
+    def _answer(self, kind: str, *args: Any) -> Any:
+        """The host's answer to one request, waited for (an engine may take minutes to load)."""
+        future = self._ask(kind, *args)
+        try:
+            return future.result(ANSWER_TIMEOUT_SECONDS)
+        except FutureTimeout:
+            future.cancel()
+            waited = f"{ANSWER_TIMEOUT_SECONDS:.0f} s"
+            raise EngineLost(f"the engine process did not answer {kind!r} in {waited}") from None
 
     def _ask(self, kind: str, *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -172,7 +189,25 @@ class RemoteBatcher:
                 self._connection.send((kind, number, *args))
         except (OSError, ValueError) as error:  # closed, or the host went away
             self._lose(f"the engine process cannot be reached ({error})")
+        except Exception as error:  # a request that does not pickle: this one fails, the link is fine
+            with self._waiting_lock:
+                self._waiting.pop(number, None)
+            future.set_exception(error)
+        future.add_done_callback(lambda done: self._withdraw(number, done))
         return future
+
+    def _withdraw(self, number: int, future: Future[Any]) -> None:
+        """A future its caller cancelled: forgotten here, and taken out of the host's batcher."""
+        if not future.cancelled():
+            return
+        with self._waiting_lock:
+            if self._waiting.pop(number, None) is None or self._lost is not None:
+                return
+        try:
+            with self._send_lock:
+                self._connection.send(("cancel", number))
+        except (OSError, ValueError):  # the link is going: the reader will say so
+            pass
 
     def _read(self) -> None:
         reason = "the engine process closed the link"

@@ -4,6 +4,7 @@ with the real CPU engine (host and consumer in this one process; the farm test r
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -99,8 +100,10 @@ class GatedEngine:
     def __init__(self, engine: Engine) -> None:
         self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
         self.gate = threading.Event()
+        self.runs: list[int] = []
 
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        self.runs.append(len(items))
         self.gate.wait(30)
         return self.engine.run(items, scales)
 
@@ -124,6 +127,28 @@ def test_a_lost_host_fails_what_waits_and_says_so_once(
         gated.gate.set()
     assert calls == [1]
     consumer.close()
+
+
+def test_a_cancelled_segment_never_runs_in_the_host(
+    engine: Engine, voice: Voice, phonemizer: Phonemizer, tmp_path: Path
+) -> None:
+    gated = GatedEngine(engine)
+    with Batcher(lambda v: gated, max_batch=1, max_wait=0.0) as batcher:  # type: ignore[arg-type,return-value]
+        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        consumer = RemoteBatcher(host.address, host.authkey)
+        running = consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC)
+        deadline = time.monotonic() + 30
+        while not gated.runs and time.monotonic() < deadline:  # the one runner is busy with it
+            time.sleep(0.01)
+        queued = consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[1])), DETERMINISTIC)
+        assert queued.cancel()  # as a job that stopped cancels its segments still in flight
+        time.sleep(1.0)  # for the cancel to cross the socket before the runner is free
+        gated.gate.set()
+        assert len(running.result(60)) > 0
+        time.sleep(0.5)
+        assert gated.runs == [1], "the cancelled segment was taken out of the host's batcher"
+        consumer.close()
+        host.close()
 
 
 def test_a_wrong_key_is_refused(host: EngineHost) -> None:
