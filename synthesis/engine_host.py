@@ -98,7 +98,11 @@ class _Link:
             self._outbox.put(message)
 
     def close(self) -> None:
-        self.open = False
+        """Once, from whichever thread ends the link first (the host, its reader or its writer)."""
+        with self._queued_lock:
+            if not self.open:
+                return
+            self.open = False
         self._outbox.put(_STOP)
         hang_up(self._connection)
 
