@@ -115,8 +115,10 @@ def engine_options(settings: Settings) -> EngineOptions:
     )
 
 
-def build_synthesizer(settings: Settings) -> Synthesizer:
-    options = engine_options(settings)
+def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesizer:
+    """The synthesizer for ``settings``; a ``long_running`` one (a worker) keeps its memory at
+    what its current batches need, a one-off command's is left at its peak, which is faster."""
+    options = replace(engine_options(settings), give_back_memory=long_running)
     on_gpu = wants_cuda(options.provider)
     policy = BatchPolicy.for_settings(settings, on_gpu)
     # A warm-up run makes the GPU's first batch fast; on a CPU the first run is no slower.
@@ -160,7 +162,7 @@ def consumer_synthesizer(
 
 @contextmanager
 def local_synthesizer(settings: Settings) -> Iterator[Synthesizer]:
-    synthesizer = build_synthesizer(settings)
+    synthesizer = build_synthesizer(settings, long_running=False)
     try:
         yield synthesizer
     finally:

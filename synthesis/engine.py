@@ -139,6 +139,9 @@ class EngineOptions:
     concurrent_runs: int = 1
     """Session runs allowed at once (from different threads). With more than one, one run's
     host-side work (CPU nodes, copies, synchronisation) overlaps another's kernels."""
+    give_back_memory: bool = True
+    """On the CPU, return the memory each run freed to the system (``sessions.run_options``):
+    on for workers, which run for days; off for one-off commands, where it only costs time."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,7 @@ class Engine(EngineBasics):
         # NHWC (what TTSFARM_CUDA_LAYOUT puts there) changes them; lengths must stay exact.
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
         self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
-        self._run_options = run_options(use_cuda)
+        self._run_options = run_options(use_cuda, options.give_back_memory)
         self._session_options = session_options(
             options.cpu_threads, self._shared_arena, options.profile_prefix
         )

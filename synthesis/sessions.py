@@ -150,13 +150,15 @@ def session_options(
     return options
 
 
-def run_options(use_cuda: bool) -> ort.RunOptions | None:
-    """Options for each run. On the CPU the arena gives back, after every run, the memory the run
-    freed: it otherwise keeps the peak of the largest batch shape it has seen, and a worker's
-    memory rose in steps as longer batches came (joe, 200 runs of 10-390 ids: 421 MiB kept,
-    288 MiB with this; docs/deploy.md). Not on CUDA, where the arena is shared and captured
-    graphs need their addresses to stay."""
-    if use_cuda:
+def run_options(use_cuda: bool, give_back_memory: bool = True) -> ort.RunOptions | None:
+    """Options for each run. With ``give_back_memory``, on the CPU the arena gives back, after
+    every run, the memory the run freed: it otherwise keeps the peak of the largest batch shape
+    it has seen, and a worker's memory rose in steps as longer batches came (joe, 200 runs of
+    10-390 ids: 421 MiB kept, 288 MiB with this; docs/deploy.md). That costs each run its
+    allocations again (10-17% of a 414-word text's engine time on a 2-core machine): one-off
+    commands, whose peak is bounded by the longest segment, skip it. Not on CUDA, where the
+    arena is shared and captured graphs need their addresses to stay."""
+    if use_cuda or not give_back_memory:
         return None
     options = ort.RunOptions()
     options.add_run_config_entry(ARENA_SHRINKAGE_CONFIG, "cpu:0")

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from synthesis.build import BatchPolicy, engine_options, gpu_text_processes, local_synthesizer
+from synthesis.build import (
+    BatchPolicy,
+    build_synthesizer,
+    engine_options,
+    gpu_text_processes,
+    local_synthesizer,
+)
 from ttsfarm.errors import SettingsError
 from ttsfarm.jobs import JobRequest
 from ttsfarm.settings import Settings
@@ -83,3 +89,16 @@ def test_shipped_config_loads_and_env_wins() -> None:
 def test_a_bad_batch_size_is_a_clear_error() -> None:
     with pytest.raises(SettingsError, match="TTSFARM_MAX_BATCH must be at least 1"):
         BatchPolicy.for_settings(Settings(max_batch=0), on_gpu=False)
+
+
+def test_one_off_commands_keep_their_arena_and_workers_give_memory_back() -> None:
+    """Giving the CPU arena's memory back after every run cost one-off commands 10-17% of their
+    engine time; a worker, which runs for days, still does it (tests/test_memory.py)."""
+    settings = Settings(provider="cpu")
+    with local_synthesizer(settings) as one_off:
+        assert not one_off.batcher.engine(one_off.voice("joe")).options.give_back_memory
+    worker = build_synthesizer(settings)
+    try:
+        assert worker.batcher.engine(worker.voice("joe")).options.give_back_memory
+    finally:
+        worker.close()
