@@ -74,3 +74,29 @@ def test_a_consumer_that_dies_stops_the_worker(redis_url: str, s3_endpoint: str,
         assert "exited (code -9): stopping the worker's other consumers" in log
     finally:
         worker.stop()
+
+
+def test_when_the_engine_process_dies_its_consumers_stop_and_the_job_is_retried(
+    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+) -> None:
+    queue = f"consumers-{uuid.uuid4().hex[:6]}"
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_CONSUMERS="2")
+    worker = WorkerProcess(env, tmp_path / "host-dies.log", "host-dies", concurrency=1)
+    children = consumers_of(worker)
+    try:
+        with Client(replace(client.settings, queue=queue)) as c:
+            job_id = c.submit(" ".join(f"Sentence {n} of a job that outlives its engine." for n in range(30)))
+            wait_for(lambda: c.status(job_id).segments_done > 0, 120, "the job's first segment")
+            worker.process.send_signal(signal.SIGKILL)  # the process that owns the engine
+            for child in children:
+                child.wait(60)  # each consumer saw its link break and stopped
+            status = c.status(job_id)
+            assert status.state != "failed", status.error  # a transient error: retried, not failed
+            rescuer = WorkerProcess(env | {"TTSFARM_CONSUMERS": "1"}, tmp_path / "rescuer.log", "rescuer")
+            try:
+                wait_for(lambda: c.status(job_id).state == "succeeded", 180, "another worker to finish it")
+            finally:
+                rescuer.stop()
+        assert "the engine process is gone" in (tmp_path / "host-dies.log").read_text()
+    finally:
+        worker.stop()
