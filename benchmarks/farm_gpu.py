@@ -129,14 +129,14 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
 
 
 def batcher_stats(client: Client) -> dict[str, float] | None:
-    """The workers' batcher counters, added up (the consumers of one engine each report all of it)."""
+    """The engines' batcher counters, added up: the consumers of one engine (same host, same
+    engine process) each report all of its counts, so each engine counts once."""
     replies = client._app.control.inspect(timeout=5.0)._request("ttsfarm_stats")
     if not replies:
         return None
+    engines = {(name.partition("@")[2], reply["engine_process"]): reply for name, reply in replies.items()}
     keys = ("batches", "items", "busy_seconds")
-    return {
-        key: float(sum(reply[key] / reply.get("consumers", 1) for reply in replies.values())) for key in keys
-    }
+    return {key: float(sum(reply[key] for reply in engines.values())) for key in keys}
 
 
 def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ batches (``Engine`` decides how many of their runs may be on the device at once)
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -150,6 +151,11 @@ class SegmentBatcher(Protocol):
     def stats(self) -> BatcherStats: ...
     @property
     def engines(self) -> Mapping[str, EngineInfo]: ...
+    @property
+    def engine_process(self) -> int:
+        """The process id of the engine's process: consumers of one engine report the same."""
+        ...
+
     def engine(self, voice: Voice) -> EngineInfo: ...
     def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]: ...
     def observe(self, observer: BatchObserver) -> None: ...
@@ -209,6 +215,10 @@ class Batcher:
         """A copy of the counters, taken under their lock."""
         with self._stats_lock:
             return replace(self._stats, batch_sizes=Counter(self._stats.batch_sizes))
+
+    @property
+    def engine_process(self) -> int:
+        return os.getpid()
 
     @property
     def engines(self) -> dict[str, VoiceEngine]:

@@ -150,12 +150,9 @@ def consumer_synthesizer(
     """A consumer process's synthesizer: its own text processes, the host's engine and batcher
     (``synthesis.engine_link``). The consumers share the text processes a GPU worker would have."""
     batcher = RemoteBatcher(address, authkey, on_lost)
-    if settings.text_processes is not None:
-        processes = settings.text_processes
-    elif batcher.host.on_gpu:
-        processes = max(1, gpu_text_processes(cpu_count(), gpu_count()) // settings.consumers)
-    else:
-        processes = 0
+    processes = BatchPolicy.for_settings(settings, batcher.host.on_gpu).text_processes
+    if settings.text_processes is None and batcher.host.on_gpu:  # the worker's share, split
+        processes = max(1, processes // settings.consumers)
     frontend = TextFrontend(settings.max_phoneme_ids, processes)
     return Synthesizer(batcher, frontend, voices_dir=settings.voices_dir, temp_dir=settings.temp_dir)
 

@@ -229,6 +229,11 @@ def filler_ids(voice: Voice, length: int) -> list[int]:
     return [*head, *body, *tail][:length]
 
 
+def voice_scales(voice: Voice) -> Scales:
+    """The voice's own noise, length and noise-w scales (its config's ``inference`` section)."""
+    return Scales(voice.noise_scale, voice.length_scale, voice.noise_w)
+
+
 class EngineBasics:
     """What both engines (:class:`Engine`, ``synthesis.staged.StagedEngine``) share once loaded."""
 
@@ -247,10 +252,23 @@ class EngineBasics:
         return type(self).__name__
 
     def default_scales(self) -> Scales:
-        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+        return voice_scales(self.voice)
 
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        """A batch too large for one run (frames over the limit), run as two."""
+        middle = len(items) // 2
+        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+
+    def _run_fillers(self, rows: int, max_ids: int, scales: Scales) -> int:
+        """Run a batch of ``rows`` filler items at each phoneme-id bucket up to ``max_ids``: the
+        sessions of those shapes are built before real batches need them. Returns the runs."""
+        sizes = [size for size in ID_BUCKETS if size <= max_ids]
+        for ids in sizes:
+            self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
+        return len(sizes)
 
     def _warm_up(self) -> None:
         """One short run, if the options ask for it: the device's first real batch is then fast."""
@@ -335,12 +353,7 @@ class Engine(EngineBasics):
         if not self.buckets:
             return 0
         scales = self.default_scales()
-        done = 0
-        for rows in sorted(set(batch_sizes)):
-            for ids in (size for size in ID_BUCKETS if size <= max_ids):
-                self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
-                done += 1
-        return done
+        return sum(self._run_fillers(rows, max_ids, scales) for rows in sorted(set(batch_sizes)))
 
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         """Synthesize a batch in one session run; one float32 waveform per item."""
@@ -348,8 +361,7 @@ class Engine(EngineBasics):
             return []
         longest = max(len(item.phoneme_ids) for item in items)
         if len(items) > 1 and self._frames_of(len(items), longest, scales) > self.options.max_batch_frames:
-            middle = len(items) // 2
-            return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+            return self._in_halves(items, scales)
         return self._run_once(items, scales)
 
     def _frames_of(self, rows: int, longest: int, scales: Scales) -> int:

@@ -34,7 +34,7 @@ class EngineHost:
 
     def __init__(self, batcher: SegmentBatcher, on_gpu: bool, temp_dir: str | None = None) -> None:
         self.batcher = batcher
-        self.facts = HostFacts(batcher.max_batch, batcher.runners, on_gpu)
+        self.facts = HostFacts(batcher.max_batch, batcher.runners, on_gpu, os.getpid())
         self.authkey = os.urandom(32)
         self._folder = tempfile.mkdtemp(prefix="ttsfarm-engine-", dir=temp_dir)
         self.address = os.path.join(self._folder, SOCKET_NAME)
@@ -88,7 +88,8 @@ class _Link:
         self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._queued: dict[int, Future[Any]] = {}
         """Segments of this consumer in the batcher, by request number, until answered."""
-        self._queued_lock = threading.Lock()
+        self._lock = threading.Lock()
+        """Guards ``_queued`` and ``open``."""
         self.open = True
         threading.Thread(target=self._read, name="ttsfarm-engine-link-in", daemon=True).start()
         threading.Thread(target=self._write, name="ttsfarm-engine-link-out", daemon=True).start()
@@ -99,7 +100,7 @@ class _Link:
 
     def close(self) -> None:
         """Once, from whichever thread ends the link first (the host, its reader or its writer)."""
-        with self._queued_lock:
+        with self._lock:
             if not self.open:
                 return
             self.open = False
@@ -126,11 +127,11 @@ class _Link:
             except Exception as error:  # the batcher is closed
                 self.send(("error", number, portable(error)))
                 return
-            with self._queued_lock:
+            with self._lock:
                 self._queued[number] = future
             future.add_done_callback(lambda done: self._answer(number, done))
         elif kind == "cancel":  # the batcher skips a cancelled segment it has not run yet
-            with self._queued_lock:
+            with self._lock:
                 queued = self._queued.pop(number, None)
             if queued is not None:
                 queued.cancel()
@@ -150,7 +151,7 @@ class _Link:
             self.send(("error", number, portable(error)))
 
     def _answer(self, number: int, future: Future[Any]) -> None:
-        with self._queued_lock:
+        with self._lock:
             self._queued.pop(number, None)
         if future.cancelled():
             return

@@ -35,7 +35,7 @@ from typing import Any, Final
 import numpy as np
 
 from synthesis.batcher import BatcherStats, BatchObserver, EngineInfo
-from synthesis.engine import EngineItem, EngineOptions, Scales
+from synthesis.engine import EngineItem, EngineOptions, Scales, voice_scales
 from synthesis.sessions import CUDA
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
@@ -78,7 +78,7 @@ class EngineFacts:
         return self.provider == CUDA
 
     def default_scales(self) -> Scales:
-        return Scales(self.voice.noise_scale, self.voice.length_scale, self.voice.noise_w)
+        return voice_scales(self.voice)
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,7 @@ class HostFacts:
     max_batch: int
     runners: int
     on_gpu: bool
+    pid: int
 
 
 def hang_up(connection: Connection) -> None:
@@ -140,6 +141,10 @@ class RemoteBatcher:
         """The host batcher's counters: every consumer's segments together."""
         stats: BatcherStats = self._answer("stats")
         return stats
+
+    @property
+    def engine_process(self) -> int:
+        return self.host.pid
 
     @property
     def engines(self) -> Mapping[str, EngineInfo]:

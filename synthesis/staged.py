@@ -43,7 +43,6 @@ from synthesis.engine import (
     EngineOptions,
     EngineOutOfMemory,
     Scales,
-    filler_ids,
     is_missing_fp16_plan,
     is_out_of_memory,
     padded_feeds,
@@ -239,9 +238,7 @@ class StagedEngine(EngineBasics):
         scales = Scales(0.0, 1.0, 0.0)
         top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
         for rows in sorted({row_bucket(size) for size in batch_sizes}):
-            for ids in (size for size in ID_BUCKETS if size <= max_ids):
-                self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
-                done += 1
+            done += self._run_fillers(rows, max_ids, scales)
             for frames in (size for size in FRAME_BUCKETS if size <= top):
                 self._on_lane(partial(self._capture, rows, frames))
                 done += 1
@@ -271,10 +268,6 @@ class StagedEngine(EngineBasics):
                 raise EngineOutOfMemory(str(error)) from error
             raise
         return [audio[row, : samples[row]].copy() for row in range(len(items))]
-
-    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        middle = len(items) // 2
-        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
 
     def end_profiling(self) -> list[str]:
         if not self.options.profile_prefix:

@@ -160,8 +160,9 @@ def _register_inspect_commands() -> None:
             "mean_batch_size": round(stats.mean_batch_size, 3),
             "padding_ratio": round(stats.padding_ratio, 4),
             "busy_seconds": round(stats.busy_seconds, 3),
-            "consumers": resources_of(state.consumer.app).settings.consumers,
-            # the batcher's counts are the engine's: each of its consumers answers with them
+            # the counts are the engine's: the consumers of one engine (same host and process)
+            # each answer with all of them
+            "engine_process": synthesizer.batcher.engine_process,
         }
 
     def ttsfarm_health(state: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import time
 import uuid
 from dataclasses import replace
@@ -17,6 +18,7 @@ import psutil
 from producer import Client
 from producer.client import JobSpec
 from tests.farm.conftest import WorkerProcess, farm_env, wait_for
+from ttsfarm.farm.celeryconf import worker_nodes
 
 
 def consumers_of(worker: WorkerProcess) -> list[psutil.Process]:
@@ -41,6 +43,13 @@ def test_consumers_share_one_engine_and_stop_together(
             )
             wait_for(lambda: all(c.status(i).done for i in ids), 240, "every job to finish")
             statuses = [c.status(i) for i in ids]
+            nodes = worker_nodes(f"shared@{socket.gethostname()}", 2)
+            replies = c._app.control.broadcast("ttsfarm_stats", destination=nodes, reply=True, timeout=10)
+        stats = {name: reply for answer in replies for name, reply in answer.items()}
+        assert sorted(stats) == sorted(nodes)
+        engines = {reply["engine_process"] for reply in stats.values()}
+        assert engines == {worker.process.pid}, "one engine, in the worker's own process"
+        assert stats[nodes[0]]["items"] == stats[nodes[1]]["items"] >= len(ids), "the same batcher's counts"
         assert [s.state for s in statuses] == ["succeeded"] * len(ids)
         assert all(s.result and s.result.duration > 1.5 for s in statuses)
         text = log.read_text()
