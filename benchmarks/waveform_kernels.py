@@ -40,7 +40,7 @@ VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
     "nhwc": (NHWC,),
     "nc1d": (("cudnn_conv1d_pad_to_nc1d", "1"),),
 }
-"""Variant name: extra CUDA provider options of the engine (its waveform slots take them too)."""
+"""Variant name: extra CUDA provider options of the engine's waveform sessions."""
 SEED = 11
 
 
@@ -101,7 +101,7 @@ def main() -> None:
             provider="cpu" if args.smoke else "cuda",
             warmup=False,
             shape_buckets=True,
-            cuda_options=VARIANTS[variant],
+            waveform_cuda_options=VARIANTS[variant],  # the front stays NCHW, as in the engine
         )
         engine = StagedEngine(voice, options)
         for rows, frames in shapes:

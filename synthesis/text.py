@@ -14,6 +14,7 @@ import pysbd
 
 from synthesis.phonemes import Phonemizer
 from ttsfarm.breaks import PAUSE_CLAUSE, PAUSE_PARAGRAPH, PAUSE_SENTENCE, PAUSE_WORD, split_paragraphs
+from ttsfarm.settings import MIN_PHONEME_IDS
 
 DEFAULT_MAX_PHONEME_IDS: Final = 400
 """Cap on phoneme ids per segment (about 15 s of speech). Longer sentences are split at
@@ -82,8 +83,8 @@ class Segmenter:
     """Splits text into segments of at most ``max_phoneme_ids`` for one voice."""
 
     def __init__(self, phonemizer: Phonemizer, max_phoneme_ids: int = DEFAULT_MAX_PHONEME_IDS):
-        if max_phoneme_ids < 16:
-            raise ValueError("max_phoneme_ids must be at least 16")
+        if max_phoneme_ids < MIN_PHONEME_IDS:
+            raise ValueError(f"max_phoneme_ids must be at least {MIN_PHONEME_IDS}")
         self.phonemizer = phonemizer
         self.max_phoneme_ids = max_phoneme_ids
 

@@ -52,6 +52,8 @@ def test_limiter_leaves_audio_below_the_ceiling_untouched() -> None:
     mastered = master(audio, RATE, target_lufs=-40.0)  # quieter: plain gain, no limiting
     ratio = mastered.audio[audio != 0] / audio[audio != 0]
     assert np.allclose(ratio, ratio[0], rtol=1e-4)
+    # the reported peak is derived from the source under one gain: it must equal the measured one
+    assert mastered.true_peak == pytest.approx(true_peak(mastered.audio), abs=1e-3)
 
 
 def test_limiter_gain_covers_every_peak() -> None:

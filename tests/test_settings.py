@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"TTSFARM_SHAPE_BUCKETS": "maybe"}, "TTSFARM_SHAPE_BUCKETS must be auto, on or off"),
         ({"TTSFARM_CUDA_LAYOUT": "nhcw"}, "TTSFARM_CUDA_LAYOUT must be nchw or nhwc, not 'nhcw'"),
         ({"TTSFARM_MAX_BATCH": "0"}, "TTSFARM_MAX_BATCH must be at least 1, not 0"),
+        ({"TTSFARM_MAX_PHONEME_IDS": "8"}, "TTSFARM_MAX_PHONEME_IDS must be at least 16, not 8"),
         ({"TTSFARM_MAX_WAIT_MS": "soon"}, "TTSFARM_MAX_WAIT_MS='soon' is not a valid float"),
     ],
 )

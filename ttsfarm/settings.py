@@ -171,6 +171,10 @@ class Settings:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be 0 or more, not {value}")
+        if self.max_phoneme_ids < MIN_PHONEME_IDS:  # else every job would fail at its first segment
+            raise SettingsError(
+                f"{ENV_PREFIX}MAX_PHONEME_IDS must be at least {MIN_PHONEME_IDS}, not {self.max_phoneme_ids}"
+            )
 
     @property
     def farm_mode(self) -> bool:
@@ -233,6 +237,8 @@ _CHOICES: Final = {
     "engine": EngineName,
     "shape_buckets": ShapeBuckets,
 }
+MIN_PHONEME_IDS: Final = 16
+"""The shortest segment budget the text splitter works with (``synthesis.text.Segmenter``)."""
 _AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "max_phoneme_ids", "consumers")
 _NOT_NEGATIVE: Final = (
     "text_processes",

@@ -40,7 +40,7 @@ def title_from(text: str) -> str:
     return " ".join(words[:TITLE_WORDS]) + ("..." if len(words) > TITLE_WORDS else "")
 
 
-def import_mastering_meanwhile() -> threading.Thread:
+def import_mastering_meanwhile() -> None:
     """Import the mastering code (pyloudnorm and scipy.signal: 0.7 s on a 2-core machine, a
     third of a one-word ``synth``) in the background, while the text is spoken; :func:`finish`
     then finds it imported, or waits for the import to end (Python's import lock)."""
@@ -48,7 +48,6 @@ def import_mastering_meanwhile() -> threading.Thread:
         target=importlib.import_module, args=("ttsfarm.mastering",), name="ttsfarm-import", daemon=True
     )
     thread.start()
-    return thread
 
 
 def finish(
