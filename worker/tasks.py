@@ -73,17 +73,18 @@ def register_tasks(app: Celery, resources: WorkerResources) -> None:
                     raise Reject(rejected.reason, requeue=True) from None
             until_recorded(registry.failed, job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
             raise
-        except PermanentError as error:  # bad input: the job's error says what to change
-            log.warning("job %s failed: %s", job_id, error)
-            until_recorded(registry.failed, job_id, str(error))
-            raise
         except EngineOutOfMemory as error:  # after halving, single items and splitting: no retry helps
+            # (a PermanentError too: caught before the general clause below, for its hint)
             until_recorded(
                 registry.failed,
                 job_id,
                 f"out of memory on one segment even after splitting it ({error}): "
                 "lower TTSFARM_MAX_PHONEME_IDS",
             )
+            raise
+        except PermanentError as error:  # bad input: the job's error says what to change
+            log.warning("job %s failed: %s", job_id, error)
+            until_recorded(registry.failed, job_id, str(error))
             raise
         except Exception as error:
             log.exception("job %s failed", job_id)
