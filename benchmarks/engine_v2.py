@@ -4,6 +4,7 @@
     python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
     python benchmarks/engine_v2.py --engine v2 --out DIR2 --layout nhwc   # TTSFARM_CUDA_LAYOUT=nhwc
+    python benchmarks/engine_v2.py --engine v2 --out DIR --front plain   # TTSFARM_CAPTURE_FRONT=off
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
@@ -15,6 +16,9 @@ DIR/engine_ENGINE.json as soon as it is done:
   single-session engine with the same padded shapes: item lengths must be identical, and the
   log-mel distance is reported (docs/benchmarks.md holds fp16 to at most 0.015); and the first 8
   segments alone against the same segments in their batch;
+- ``concurrency bN``: with noise off, corpus batches run by 3 threads at once, five times,
+  against the same batches run one at a time: every item's length must be the same, with no
+  errors (a check that the stages do not overwrite each other's buffers);
 - ``engine bN tT``: speech audio seconds per second, engine only, at batch N: corpus segments
   grouped by length as the batcher groups them, batches in shuffled order, run by T threads at
   once (3, as a GPU worker's runners, and 1); P50/P99 batch latency; for v2 also the time spent
@@ -152,6 +156,29 @@ def accuracy(
     return found
 
 
+def concurrency(engine: VoiceEngine, batches: list[list[EngineItem]], passes: int) -> dict[str, Any]:
+    """With the noise off, the same batches run by 3 threads at once must give every item the
+    length they give one at a time: stages that overwrite each other's buffers show up here
+    (as wrong lengths, or durations that are not numbers)."""
+    alone = [[len(wave) for wave in engine.run(batch, EXACT)] for batch in batches]
+    errors: list[str] = []
+
+    def lengths(batch: list[EngineItem]) -> list[int] | None:
+        try:
+            return [len(wave) for wave in engine.run(batch, EXACT)]
+        except Exception as error:  # what a wrong buffer makes of the durations, counted
+            errors.append(repr(error)[:120])
+            return None
+
+    mismatched = 0
+    for _ in range(passes):
+        with ThreadPoolExecutor(THREADS) as pool:
+            together = list(pool.map(lengths, batches))
+        mismatched += sum(a != b for a, b in zip(alone, together, strict=True))
+    runs = passes * len(batches)
+    return {"batches": runs, "mismatched": mismatched, "errors": len(errors), "first_errors": errors[:3]}
+
+
 def quality(engines: dict[str, VoiceEngine], out: Path, smoke: bool) -> dict[str, Any]:
     texts = [line.strip() for line in QUALITY_TEXTS.read_text().splitlines() if line.strip()]
     texts = texts[:3] if smoke else texts
@@ -213,6 +240,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
     parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
     parser.add_argument("--layout", choices=list(CUDA_LAYOUTS), default="nchw", help="TTSFARM_CUDA_LAYOUT")
+    parser.add_argument(
+        "--front", choices=["captured", "plain"], default="captured", help="TTSFARM_CAPTURE_FRONT"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
     args = parser.parse_args()
@@ -220,7 +250,8 @@ def main() -> None:
         compare(args.compare)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    results = Results(args.out / f"engine_{args.engine}.json", args.budget)
+    label = f"{args.engine}-plain-front" if args.engine == "v2" and args.front == "plain" else args.engine
+    results = Results(args.out / f"engine_{label}.json", args.budget)
     provider = "cpu" if args.smoke else "cuda"
     voice = resolve_voice("joe")
     items = corpus_items(voice, CORPUS.read_text())
@@ -229,13 +260,16 @@ def main() -> None:
     results.section("environment", lambda: {"onnxruntime": ort.__version__, "gpu_mib": gpu_memory_mib()})
     engines: dict[str, VoiceEngine] = {}
     options = EngineOptions(
-        provider=provider, concurrent_runs=THREADS, waveform_cuda_options=CUDA_LAYOUTS[args.layout]
+        provider=provider,
+        concurrent_runs=THREADS,
+        waveform_cuda_options=CUDA_LAYOUTS[args.layout],
+        capture_front=args.front == "captured",
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 
     def load() -> dict[str, Any]:
         started = time.perf_counter()
-        engine = engines[args.engine] = kind(voice, options)
+        engine = engines[label] = kind(voice, options)
         loaded = time.perf_counter() - started
         prepared = engine.prepare(args.sizes)
         return {
@@ -246,6 +280,7 @@ def main() -> None:
             "sessions": engine.sessions_built,
             "session_s": round(engine.session_seconds, 2),
             "capture_s": round(getattr(engine, "capture_seconds", 0.0), 2),
+            "front_graphs": getattr(engine, "front_graphs", False),
             "precision_fallbacks": engine.precision_fallbacks,
             "gpu_mib": gpu_memory_mib(),
         }
@@ -253,7 +288,10 @@ def main() -> None:
     results.section("load", load)
     exact = EngineOptions(provider=provider, precision="fp32", shape_buckets=True)
     results.section("accuracy", lambda: accuracy(engines, Engine.load(voice, exact), items))
-    engine = engines[args.engine]
+    engine = engines[label]
+    for size in args.sizes:
+        batches = grouped_batches(items, size, 2)
+        results.section(f"concurrency b{size}", partial(concurrency, engine, batches, 2 if args.smoke else 5))
     for size in args.sizes:
         for threads in (THREADS, 1):
             batches = grouped_batches(items, size, args.copies)
@@ -270,7 +308,8 @@ def main() -> None:
     for in_flight in (2,) if args.smoke else (32, 64):
         run = partial(in_process, engine, jobs, in_flight, 1 if args.smoke else THREADS)
         results.section(f"in-process e2e {in_flight} in flight", run)
-    results.section("after", lambda: {"gpu_mib": gpu_memory_mib()})
+    after = {"gpu_mib": gpu_memory_mib(), "front_graphs": getattr(engine, "front_graphs", False)}
+    results.section("after", lambda: after)
 
 
 if __name__ == "__main__":

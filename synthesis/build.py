@@ -112,6 +112,7 @@ def engine_options(settings: Settings) -> EngineOptions:
         precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
         waveform_cuda_options=CUDA_LAYOUTS[settings.cuda_layout],
+        capture_front=settings.capture_front,
     )
 
 

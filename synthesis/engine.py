@@ -132,6 +132,10 @@ class EngineOptions:
     layout ``(("prefer_nhwc", "1"),)`` (``TTSFARM_CUDA_LAYOUT``): the sessions that compute the
     durations must not get it (NHWC there changed 7 of 79 segment lengths, run 13). The
     single-session engine, whose one graph holds the durations too, does not use them."""
+    capture_front: bool = False
+    """The staged engine, with buckets: its front rewritten (``synthesis.front_graph``), run on
+    its own thread with fixed buffers, and on CUDA captured as a CUDA graph (every captured
+    graph then keeps an arena of its own); off: plain front sessions in the caller's thread."""
     max_batch_frames: int = MAX_BATCH_FRAMES
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None

@@ -4,15 +4,20 @@
 prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
 
 - the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
-  input shapes (its data-dependent ``NonZero`` ops keep it from being captured), never in the
-  layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`);
+  shapes, never in the layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`). Its
+  graph is rewritten so that it can be captured too (``synthesis.front_graph``: masked indexing
+  made dense, the duration noise an input filled before each replay); fronts are replayed one
+  at a time on a thread of their own (the *front lane*), which owns their buffers. A front that
+  cannot be captured runs as a plain session in the caller's thread, with a log line saying why;
 - the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
   frames it really needs, and builds the frame index and mask;
 - expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
-  the fixed input buffers of that ``(rows, frames)`` bucket's waveform session;
+  the fixed input buffers of that ``(rows, frames)`` bucket's waveform session, once the
+  bucket's previous batch has been replayed (each waveform slot is held from expand to the end
+  of its replay);
 - the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
   is replayed. Waveform runs go one at a time on one thread of their own (the engine's
-  *graph lane*), which owns the buffers; fronts of other batches run meanwhile.
+  *graph lane*), which owns the buffers; the front lane prepares the next batch meanwhile.
 
 Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
 reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
@@ -28,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -48,6 +53,7 @@ from synthesis.engine import (
     padded_feeds,
     warmup_ids,
 )
+from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import (
     NHWC,
@@ -67,6 +73,7 @@ from synthesis.stages import (
     EXPAND_MASK,
     EXPAND_MEAN,
     EXPAND_NOISE_SCALE,
+    UnsupportedGraph,
     VoiceStages,
     extra_input,
     split_voice,
@@ -86,28 +93,35 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
 GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
-"""With ``prefer_nhwc`` among the waveform's CUDA options, each waveform graph keeps an arena of
-its own: in one shared arena NHWC graphs returned NaN inside a running worker (run 12: 131 of 400
-farm jobs stored); each on its own, 400 of 400 (docs/benchmarks.md)."""
+"""Captured graphs share one arena only where nothing but the graph lane touches the device
+between a batch's expand and its replay: the waveform graphs in NCHW with plain fronts. A
+captured graph's scratch memory is free in the arena between its replays, and a buffer made
+there meanwhile is written over by the next replay. With captured fronts, whose lane runs beside
+the graph lane, every captured graph keeps an arena of its own (run 14: in one shared arena the
+front's input buffers were overwritten during waveform replays, 19 of 400 farm jobs failed); so
+it does with ``prefer_nhwc`` (run 12: 131 of 400 farm jobs stored in a shared arena, 400 of 400
+each on its own; docs/benchmarks.md)."""
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
 
-_lanes: dict[int, ThreadPoolExecutor] = {}
+_lanes: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _lanes_lock = threading.Lock()
 
 
-def graph_lane(device_id: int) -> ThreadPoolExecutor:
-    """The one thread that runs every waveform graph of this process on ``device_id``.
+def graph_lane(device_id: int, stage: str = "graphs") -> ThreadPoolExecutor:
+    """The one thread that runs every ``stage`` graph of this process on ``device_id``.
 
-    Captured graphs share one arena: a replay writes to the addresses it was captured with, so
-    no two may run at once, and nothing else may allocate from that arena (see
-    ``synthesis.sessions.ArenaUser``). Weights live outside it.
+    Waveform graphs (``"graphs"``) share one arena: a replay writes to the addresses it was
+    captured with, so no two may run at once, and nothing else may allocate from that arena
+    (see ``synthesis.sessions.ArenaUser``). Weights live outside it. Front graphs
+    (``"fronts"``) each keep an arena of their own, and their lane owns their buffers.
     """
     with _lanes_lock:
-        if device_id not in _lanes:
-            _lanes[device_id] = ThreadPoolExecutor(1, thread_name_prefix=f"ttsfarm-graphs{device_id}")
-        return _lanes[device_id]
+        if (stage, device_id) not in _lanes:
+            prefix = f"ttsfarm-{stage}{device_id}"
+            _lanes[(stage, device_id)] = ThreadPoolExecutor(1, thread_name_prefix=prefix)
+        return _lanes[(stage, device_id)]
 
 
 T = TypeVar("T")
@@ -151,6 +165,19 @@ class WaveformSlot:
     output: ort.OrtValue
     fp32: bool
     runs: int = 0
+    held: threading.Lock = field(default_factory=threading.Lock)
+    """Held from the moment expand writes a batch into :attr:`inputs` until its replay ends."""
+
+
+@dataclass
+class FrontSlot:
+    """One ``(rows, ids)`` shape of the captured front: a session and its fixed buffers."""
+
+    session: ort.InferenceSession
+    binding: Any
+    inputs: dict[str, ort.OrtValue]
+    outputs: dict[str, ort.OrtValue]
+    noise_shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -193,11 +220,13 @@ class StagedEngine(EngineBasics):
         self._device = "cuda" if use_cuda else "cpu"
         front_cuda, waveform_cuda = stage_cuda_options(options, self.graphs)
         self._front_providers = providers_for(use_cuda, options.device_id, front_cuda)
+        captured_front = (*front_cuda, *GRAPH_OPTIONS)
+        self._front_graph_providers = providers_for(use_cuda, options.device_id, captured_front)
         self._waveform_providers = providers_for(use_cuda, options.device_id, waveform_cuda)
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
-        nhwc = NHWC in waveform_cuda
-        shared = self.graphs and not nhwc and share_gpu_arena(options.device_id, "graphs")
-        if self.graphs and not shared and not nhwc:
+        own_arenas = NHWC in waveform_cuda or options.capture_front
+        shared = self.graphs and not own_arenas and share_gpu_arena(options.device_id, "graphs")
+        if self.graphs and not shared and not own_arenas:
             log.warning("the GPU arena is taken by bucket sessions: each waveform graph keeps its own")
         self._graph_options = session_options(options.cpu_threads, shared, options.profile_prefix, True)
         self._skip_capture = ort.RunOptions()
@@ -205,6 +234,11 @@ class StagedEngine(EngineBasics):
             self._skip_capture.add_run_config_entry(key, value)
         self._lock = threading.Lock()
         self._fronts: OrderedDict[tuple[int, int] | None, ort.InferenceSession] = OrderedDict()
+        self._front_slots: OrderedDict[tuple[int, int], FrontSlot] = OrderedDict()
+        fixed_fronts = self.buckets and options.capture_front
+        self._front_lane = graph_lane(options.device_id, "fronts") if fixed_fronts else None
+        """Set while fronts run as fixed-shape slots (captured on CUDA); ``None`` without buckets,
+        or once a front could not be made so (plain fronts then)."""
         self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
         self._building: dict[object, threading.Lock] = {}
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
@@ -221,9 +255,14 @@ class StagedEngine(EngineBasics):
             voice.name,
             self.provider,
             self.precision,
-            ", CUDA graphs" if self.graphs else "",
+            ", front and waveform as CUDA graphs" if self.graphs else "",
         )
         self._warm_up()
+
+    @property
+    def front_graphs(self) -> bool:
+        """The fronts are replayed as CUDA graphs (false off the GPU, or once one could not be)."""
+        return self.graphs and self._front_lane is not None
 
     def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
         """Rows and phoneme ids a batch of these item lengths is computed as."""
@@ -239,6 +278,8 @@ class StagedEngine(EngineBasics):
         top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
         for rows in sorted({row_bucket(size) for size in batch_sizes}):
             done += self._run_fillers(rows, max_ids, scales)
+            if self.graphs and self._front_lane is not None:  # a front graph is captured at its second run
+                done += self._run_fillers(rows, max_ids, scales)
             for frames in (size for size in FRAME_BUCKETS if size <= top):
                 self._on_lane(partial(self._capture, rows, frames))
                 done += 1
@@ -253,21 +294,50 @@ class StagedEngine(EngineBasics):
         if len(items) > 1 and row_bucket(len(items)) * estimate.frames > self.options.max_batch_frames:
             return self._in_halves(items, scales)
         try:
-            started = time.perf_counter()
-            with self._run_slots:
-                front = self._run_front(items, scales)
-            self.stage_seconds["front"] += time.perf_counter() - started
-            plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
-            if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
-                self.frame_overflows += 1  # spoke longer than estimated: run it in halves
-                return self._in_halves(items, scales)
-            samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
-            audio = self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale))
+            front_slot = self._captured_front(len(items), longest)
+            if front_slot is not None:
+                spoken = self._run_captured(front_slot, items, scales)
+            else:
+                spoken = self._run_plain(items, scales)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
             raise
+        if spoken is None:  # spoke longer than estimated: run it in halves
+            self.frame_overflows += 1
+            return self._in_halves(items, scales)
+        audio, samples = spoken
         return [audio[row, : samples[row]].copy() for row in range(len(items))]
+
+    def _run_plain(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
+        """The front in this thread; expand and waveform on the graph lane. ``None`` if the
+        batch needs more frames than a run may take."""
+        started = time.perf_counter()
+        with self._run_slots:
+            front = self._run_front(items, scales)
+        self.stage_seconds["front"] += time.perf_counter() - started
+        plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
+        if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
+            return None
+        samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
+        return self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale)), samples
+
+    def _run_captured(
+        self, front: FrontSlot, items: Sequence[EngineItem], scales: Scales
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Front and expand on the front lane, the waveform on the graph lane."""
+        rows, width = front.inputs["input"].shape()
+        feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
+        feeds[FRONT_NOISE] = np.random.default_rng().standard_normal(front.noise_shape, dtype=np.float32)
+        started = time.perf_counter()
+        assert self._front_lane is not None
+        work = partial(self._front_to_slot, front, feeds, scales.noise_scale, len(items))
+        prepared = self._front_lane.submit(work).result()
+        self.stage_seconds["front"] += time.perf_counter() - started
+        if prepared is None:
+            return None
+        slot, samples = prepared
+        return self._on_lane(partial(self._replay_held, slot)), samples
 
     def end_profiling(self) -> list[str]:
         if not self.options.profile_prefix:
@@ -277,6 +347,80 @@ class StagedEngine(EngineBasics):
 
     # front
 
+    def _captured_front(self, rows: int, longest: int) -> FrontSlot | None:
+        """The captured front of the batch's bucket (built on first use), or ``None`` where
+        fronts are not captured: off the GPU, or after a front could not be (logged once)."""
+        if self._front_lane is None:
+            return None
+        key = self._front_key(rows, longest)
+        assert key is not None
+        try:
+            return self._cached(self._front_slots, key, partial(self._new_front_slot, *key))
+        except Exception as error:  # UnsupportedGraph, or onnxruntime's own untyped errors
+            if is_out_of_memory(error):
+                raise
+            log.warning("voice %s: no CUDA graph for the front (%s): plain runs", self.voice.name, error)
+            self._front_lane = None
+            return None
+
+    def _new_front_slot(self, rows: int, ids: int) -> FrontSlot:
+        dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
+        front = capturable_front(with_fixed_inputs(self.stages.front, dims))
+        model = front.model.SerializeToString()
+        session = self._build(model, self._front_options, self._front_graph_providers)
+        device = self.options.device_id
+        inputs = {
+            value.name: ort.OrtValue.ortvalue_from_shape_and_type(
+                list(value.shape), _numpy_type(value.type), self._device, device
+            )
+            for value in session.get_inputs()
+        }
+        if tuple(inputs[FRONT_NOISE].shape()) != front.noise_shape:
+            shape = inputs[FRONT_NOISE].shape()
+            raise UnsupportedGraph(f"the front's noise is {shape}, not {front.noise_shape}")
+        outputs = {
+            value.name: ort.OrtValue.ortvalue_from_shape_and_type(
+                list(front.output_shapes[value.name]), _numpy_type(value.type), self._device, device
+            )
+            for value in session.get_outputs()
+        }
+        binding = session.io_binding()
+        for name, buffer in inputs.items():
+            binding.bind_ortvalue_input(name, buffer)
+        for name, buffer in outputs.items():
+            binding.bind_ortvalue_output(name, buffer)
+        return FrontSlot(session, binding, inputs, outputs, front.noise_shape)
+
+    def _front_to_slot(
+        self, front: FrontSlot, feeds: dict[str, np.ndarray], noise_scale: float, items: int
+    ) -> tuple[WaveformSlot, np.ndarray] | None:
+        """On the front lane: replay the front, plan the frames, and expand into a waveform
+        slot, which is returned held (:meth:`_replay_held` lets it go), with each item's
+        samples. ``None`` if the batch needs more frames than a run may take."""
+        for name, value in feeds.items():
+            if name in front.inputs:
+                front.inputs[name].update_inplace(value)
+        front.session.run_with_iobinding(front.binding)
+        names = self.stages.names
+        rows, width = front.inputs["input"].shape()
+        durations = front.outputs[names.durations].numpy().reshape(rows, width).astype(np.int64)
+        plan = self._frame_plan(durations)
+        if items > 1 and plan[0].size > self.options.max_batch_frames:
+            return None
+        extras = {name: front.outputs[name] for name in names.extras}
+        result = FrontResult(front.outputs[names.mean_t], front.outputs[names.log_std_t], extras, durations)
+        expand = self._expand_binding(result, plan, noise_scale)
+        slot = self._slot(*plan[0].shape)
+        slot.held.acquire()  # its previous batch may still be replaying on the graph lane
+        try:
+            for name, buffer in slot.inputs.items():
+                expand.bind_ortvalue_output(name, buffer)
+            self._expand.run_with_iobinding(expand)
+        except BaseException:
+            slot.held.release()
+            raise
+        return slot, durations[:items].sum(axis=1) * self.voice.hop_length
+
     def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
         """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
         second or so, more than the spare rows (``prepare`` builds the full batch size)."""
@@ -284,9 +428,10 @@ class StagedEngine(EngineBasics):
             return None
         bucket = bucket_for(rows, longest, 1.0)
         with self._lock:
-            if (bucket.rows, bucket.ids) in self._fronts:
+            built = {*self._front_slots, *self._fronts} if self._front_lane is not None else {*self._fronts}
+            if (bucket.rows, bucket.ids) in built:
                 return bucket.rows, bucket.ids
-            larger = [key for key in self._fronts if key and key[1] == bucket.ids and key[0] > bucket.rows]
+            larger = [key for key in built if key and key[1] == bucket.ids and key[0] > bucket.rows]
         return min(larger) if larger else (bucket.rows, bucket.ids)
 
     def _run_front(self, items: Sequence[EngineItem], scales: Scales) -> FrontResult:
@@ -322,6 +467,20 @@ class StagedEngine(EngineBasics):
         return self._cached(self._fronts, key, make)
 
     # waveform (on the graph lane when there is one)
+
+    def _replay_held(self, slot: WaveformSlot) -> np.ndarray:
+        """On the graph lane: replay a slot that :meth:`_front_to_slot` filled, let it go."""
+        try:
+            rows, frames = slot.inputs[self.stages.names.mask].shape()[::2]
+            started = time.perf_counter()
+            ran = self._replay(slot, rows, frames)
+            replayed = time.perf_counter()
+            audio = np.asarray(ran.output.numpy()).reshape(rows, -1)
+            self.stage_seconds["waveform"] += replayed - started
+            self.stage_seconds["copy"] += time.perf_counter() - replayed
+            return audio
+        finally:
+            slot.held.release()
 
     def _on_lane(self, work: Callable[[], T]) -> T:
         if self._lane is None:
@@ -419,16 +578,23 @@ class StagedEngine(EngineBasics):
         fp32 = self._new_slot(rows, frames, fp32=True)
         for name, buffer in slot.inputs.items():  # expand already wrote this batch's input there
             fp32.inputs[name].update_inplace(buffer.numpy())
-        with self._lock:
-            self._slots[(rows, frames)] = fp32
-        return self._replay(fp32, rows, frames)
+        with fp32.held:
+            with self._lock:
+                self._slots[(rows, frames)] = fp32
+            return self._replay(fp32, rows, frames)
 
     def _capture(self, rows: int, frames: int) -> None:
         """Capture the ``(rows, frames)`` graph ahead of use (on the lane)."""
         slot = self._slot(rows, frames)
         started = time.perf_counter()
         while slot.runs < 2:
-            slot = self._replay(slot, rows, frames)
+            if not slot.held.acquire(blocking=False):
+                break  # a batch is in it, queued behind this on the lane: its replay captures
+            held = slot
+            try:
+                slot = self._replay(held, rows, frames)
+            finally:
+                held.held.release()
         self.capture_seconds += time.perf_counter() - started
 
     def _slot(self, rows: int, frames: int) -> WaveformSlot:
@@ -507,3 +673,8 @@ class StagedEngine(EngineBasics):
             self.sessions_built += 1
             self.session_seconds += time.perf_counter() - started
         return session
+
+
+def _numpy_type(onnx_type: str) -> Any:
+    """The numpy type of an onnxruntime type string such as ``tensor(float)``."""
+    return {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(float16)": np.float16}[onnx_type]

@@ -84,6 +84,13 @@ class Settings:
     memory (83,163 MiB against 31,031 MiB at the peak); see docs/benchmarks.md, run 13. The stages
     that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
     the durations, and so the lengths."""
+    capture_front: bool = False
+    """Opt-in: the staged engine's front (text encoder and duration predictor) replayed as a
+    CUDA graph too, its graph rewritten for it (``synthesis.front_graph``), on a thread of its
+    own beside the waveform graphs, each captured graph then on an arena of its own. Exact
+    lengths and the same audio; engine alone 1.11-1.23x at batch 32, but through the farm no
+    faster (4,076 against 4,170 stored audio s/s), for 2.9x the GPU memory (87 GB against
+    30 GB) and 31 s to ready against 19 s: docs/benchmarks.md, runs 14-16."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
