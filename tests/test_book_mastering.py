@@ -5,9 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pyloudnorm
 import pytest
+from scipy.ndimage import minimum_filter1d, uniform_filter1d  # type: ignore[import-untyped]
 from scipy.signal import resample  # type: ignore[import-untyped]
 
-from ttsfarm.mastering import limiter_gain, master, peak_envelope, true_peak
+from ttsfarm.mastering import (
+    LIMITER_WINDOW_SECONDS,
+    db_to_linear,
+    limited_true_peak,
+    limiter_gain,
+    master,
+    peak_envelope,
+    true_peak,
+)
 from ttsfarm.mastering import resample as resample_to
 
 RATE = 22050
@@ -86,3 +95,18 @@ def test_limiter_only_acts_near_a_peak() -> None:
     assert gain[RATE // 2] <= 0.5
     reach = np.flatnonzero(gain < 1.0)
     assert (reach.max() - reach.min()) / RATE < 0.025  # about two 10 ms windows, nothing more
+
+
+def test_the_limiter_filters_only_near_peaks_and_gets_what_filtering_everything_gets() -> None:
+    audio = speech_like(6.0)
+    audio[:3] = audio[-3:] = 0.2  # peaks at both ends, where the filters meet the edges
+    gain_db = 24.0  # a tenth of the samples over the ceiling
+    peaks = peak_envelope(audio) * db_to_linear(gain_db)
+    need = np.minimum(1.0, db_to_linear(-1.3) / np.maximum(peaks, 1e-12))
+    width = round(LIMITER_WINDOW_SECONDS * RATE) | 1
+    everywhere = uniform_filter1d(minimum_filter1d(need, width, mode="nearest"), width, mode="nearest")
+    limiter = limiter_gain(peaks, RATE, -1.3)
+    assert 0 < np.mean(limiter < 1.0) < 0.9 and limiter[0] < 1.0 and limiter[-1] < 1.0
+    assert np.allclose(limiter, everywhere, rtol=0, atol=1e-9)
+    limited = (audio * (limiter * db_to_linear(gain_db))).astype(np.float32)
+    assert limited_true_peak(limited, limiter, peaks) == pytest.approx(true_peak(limited), abs=1e-9)
