@@ -94,13 +94,14 @@ def with_noise_input(front: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[int
     attributes = {a.name: helper.get_attribute_value(a) for a in noise.attribute}
     if attributes.get("mean", 0.0) != 0.0 or attributes.get("scale", 1.0) != 1.0:
         raise UnsupportedGraph(f"the front's {NOISE_OP} is not standard normal: {attributes}")
-    shape = _inferred(model)[0].get(noise.output[0])
+    shapes, _, types = _inferred(model)
+    shape = shapes.get(noise.output[0])
     if shape is None:
         raise UnsupportedGraph("the front's noise has no fixed shape")
     index = list(graph.node).index(noise)
     graph.node.remove(noise)
     graph.node.insert(index, helper.make_node("Identity", [FRONT_NOISE], [noise.output[0]]))
-    elem_type = attributes.get("dtype", TensorProto.FLOAT)
+    elem_type = attributes.get("dtype", types.get(noise.input[0], TensorProto.FLOAT))
     graph.input.append(helper.make_tensor_value_info(FRONT_NOISE, elem_type, list(shape)))
     return model, shape
 
@@ -129,7 +130,9 @@ def with_dense_masks(front: onnx.ModelProto) -> onnx.ModelProto:
                 if user.op_type == "GatherND" and not _attribute(user, "batch_dims"):
                     gather_masks.add(mask)
                     data = user.input[0]
-                    if ranks.get(data) == len(shape):  # the values the mask picks from, not parameters
+                    if data not in ranks:
+                        raise UnsupportedGraph(f"{user.name}: the rank of {data} is not known")
+                    if ranks[data] == len(shape):  # the values the mask picks from, not parameters
                         user.input[0] = _where_zero(graph, names, bool_mask, data, types, before=user)
                     user.input[1] = grid
                 elif user.op_type == "ScatterND" and _attribute(user, "reduction") in (None, "none"):

@@ -246,16 +246,20 @@ class StagedEngine(EngineBasics):
         expand = stages.expand.SerializeToString()
         self._expand = self._build(expand, self._front_options, self._front_providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
-        first = self._front(self._front_key(1, len(warmup_ids(voice))))
+        first_key = self._front_key(1, len(warmup_ids(voice)))
+        first = self._front(first_key)
         self._input_names = {i.name for i in first.get_inputs()}
         check_device(first, use_cuda, options.device_id)
         self.provider: str = first.get_providers()[0]
+        if self._front_lane is not None and first_key is not None:
+            self._first_front_slot(first_key[1])
+        captured = "front and waveform" if self.front_graphs else "waveform"
         log.info(
             "voice %s loaded on %s (%s, staged%s)",
             voice.name,
             self.provider,
             self.precision,
-            ", front and waveform as CUDA graphs" if self.graphs else "",
+            f", {captured} as CUDA graphs" if self.graphs else "",
         )
         self._warm_up()
 
@@ -330,14 +334,20 @@ class StagedEngine(EngineBasics):
         feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         feeds[FRONT_NOISE] = np.random.default_rng().standard_normal(front.noise_shape, dtype=np.float32)
         started = time.perf_counter()
-        assert self._front_lane is not None
+        assert self._front_lane is not None  # set for good once the first front slot was built
         work = partial(self._front_to_slot, front, feeds, scales.noise_scale, len(items))
         prepared = self._front_lane.submit(work).result()
         self.stage_seconds["front"] += time.perf_counter() - started
         if prepared is None:
             return None
         slot, samples = prepared
-        return self._on_lane(partial(self._replay_held, slot)), samples
+        assert self._lane is not None  # fronts run as slots only with buckets, so with a lane
+        try:
+            queued = self._lane.submit(partial(self._replay_held, slot))
+        except BaseException:  # it will never run: let the slot go here
+            slot.held.release()
+            raise
+        return queued.result(), samples
 
     def end_profiling(self) -> list[str]:
         if not self.options.profile_prefix:
@@ -354,14 +364,19 @@ class StagedEngine(EngineBasics):
             return None
         key = self._front_key(rows, longest)
         assert key is not None
+        return self._cached(self._front_slots, key, partial(self._new_front_slot, *key))
+
+    def _first_front_slot(self, ids: int) -> None:
+        """Build the first front slot while nothing else runs; if the front cannot be made so,
+        say why and use plain fronts from the start (never later: a batch in flight holds a
+        waveform slot the plain path would write to)."""
         try:
-            return self._cached(self._front_slots, key, partial(self._new_front_slot, *key))
+            self._cached(self._front_slots, (1, ids), partial(self._new_front_slot, 1, ids))
         except Exception as error:  # UnsupportedGraph, or onnxruntime's own untyped errors
             if is_out_of_memory(error):
                 raise
             log.warning("voice %s: no CUDA graph for the front (%s): plain runs", self.voice.name, error)
             self._front_lane = None
-            return None
 
     def _new_front_slot(self, rows: int, ids: int) -> FrontSlot:
         dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
@@ -412,6 +427,10 @@ class StagedEngine(EngineBasics):
         expand = self._expand_binding(result, plan, noise_scale)
         slot = self._slot(*plan[0].shape)
         slot.held.acquire()  # its previous batch may still be replaying on the graph lane
+        while (current := self._slot(*plan[0].shape)) is not slot:  # it went fp32 meanwhile
+            slot.held.release()
+            slot = current
+            slot.held.acquire()
         try:
             for name, buffer in slot.inputs.items():
                 expand.bind_ortvalue_output(name, buffer)
