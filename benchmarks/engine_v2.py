@@ -4,7 +4,7 @@
     python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
     python benchmarks/engine_v2.py --engine v2 --out DIR2 --layout nhwc   # TTSFARM_CUDA_LAYOUT=nhwc
-    python benchmarks/engine_v2.py --engine v2 --out DIR --front plain   # TTSFARM_CAPTURE_FRONT=off
+    python benchmarks/engine_v2.py --engine v2 --out DIR --front captured   # TTSFARM_CAPTURE_FRONT=on
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
@@ -241,7 +241,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
     parser.add_argument("--layout", choices=list(CUDA_LAYOUTS), default="nchw", help="TTSFARM_CUDA_LAYOUT")
     parser.add_argument(
-        "--front", choices=["captured", "plain"], default="captured", help="TTSFARM_CAPTURE_FRONT"
+        "--front", choices=["plain", "captured"], default="plain", help="v2's front (TTSFARM_CAPTURE_FRONT)"
     )
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
@@ -250,7 +250,8 @@ def main() -> None:
         compare(args.compare)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    label = f"{args.engine}-plain-front" if args.engine == "v2" and args.front == "plain" else args.engine
+    captured = args.engine == "v2" and args.front == "captured"
+    label = f"{args.engine}-captured-front" if captured else args.engine
     results = Results(args.out / f"engine_{label}.json", args.budget)
     provider = "cpu" if args.smoke else "cuda"
     voice = resolve_voice("joe")
@@ -308,8 +309,8 @@ def main() -> None:
     for in_flight in (2,) if args.smoke else (32, 64):
         run = partial(in_process, engine, jobs, in_flight, 1 if args.smoke else THREADS)
         results.section(f"in-process e2e {in_flight} in flight", run)
-    after = {"gpu_mib": gpu_memory_mib(), "front_graphs": getattr(engine, "front_graphs", False)}
-    results.section("after", lambda: after)
+    front_graphs = getattr(engine, "front_graphs", False)
+    results.section("after", lambda: {"gpu_mib": gpu_memory_mib(), "front_graphs": front_graphs})
 
 
 if __name__ == "__main__":

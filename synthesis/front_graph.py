@@ -20,14 +20,15 @@ rewrite per bucket; a front that does not fit raises :class:`UnsupportedGraph` s
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from synthesis.graph import consumers_of
 from synthesis.stages import NOISE_OP, UnsupportedGraph
 
 FRONT_NOISE: Final = "stage/duration_noise"
@@ -45,17 +46,42 @@ class CapturableFront:
     """Every output's fixed shape, for the buffers a replay writes to."""
 
 
+class Inferred(NamedTuple):
+    """What ONNX's shape inference (with data propagation) says of each tensor, by name."""
+
+    shapes: dict[str, tuple[int, ...] | None]
+    """The fixed shape; ``None`` where a dimension is unknown."""
+    ranks: dict[str, int]
+    types: dict[str, int]
+
+
+def inferred(model: onnx.ModelProto) -> Inferred:
+    """Run the inference (a tenth of a second or more on a front: worth doing once)."""
+    graph = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    found = Inferred({}, {}, {})
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = value.type.tensor_type
+        found.types[value.name] = tensor.elem_type
+        if not tensor.HasField("shape"):
+            found.shapes[value.name] = None
+            continue
+        dims = tuple(dim.dim_value if dim.HasField("dim_value") else -1 for dim in tensor.shape.dim)
+        found.shapes[value.name] = None if -1 in dims else dims
+        found.ranks[value.name] = len(dims)
+    return found
+
+
 def capturable_front(front: onnx.ModelProto) -> CapturableFront:
     """``front`` (input shapes fixed) with its noise an input, its masked indexing dense and its
-    shapes constants."""
-    noisy, noise_shape = with_noise_input(front)
-    model = with_shapes_folded(with_dense_masks(noisy))
-    shapes = _inferred(model)[0]
-    outputs = {value.name: shapes.get(value.name) for value in model.graph.output}
-    unknown = [name for name, shape in outputs.items() if shape is None]
-    if unknown:
-        raise UnsupportedGraph(f"the front's outputs {unknown} have no fixed shape")
-    return CapturableFront(model, noise_shape, {k: v for k, v in outputs.items() if v is not None})
+    shapes constants. The first two keep every tensor of ``front`` as it was, so one inference
+    serves both; the folding needs its own, of the dense graph."""
+    known = inferred(front)
+    outputs = {value.name: known.shapes.get(value.name) for value in front.graph.output}
+    fixed = {name: shape for name, shape in outputs.items() if shape is not None}
+    if len(fixed) < len(outputs):
+        raise UnsupportedGraph(f"the front's outputs {sorted(set(outputs) - set(fixed))} have no fixed shape")
+    noisy, noise_shape = with_noise_input(front, known)
+    return CapturableFront(with_shapes_folded(with_dense_masks(noisy, known)), noise_shape, fixed)
 
 
 def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -69,7 +95,7 @@ def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     """
     folded = _copy(model)
     graph = folded.graph
-    shapes = _inferred(folded)[0]
+    shapes = inferred(folded).shapes
     for node in [node for node in graph.node if node.op_type == "Shape" and shapes.get(node.input[0])]:
         shape = shapes[node.input[0]] or ()
         start, end = _attribute(node, "start"), _attribute(node, "end")
@@ -82,9 +108,11 @@ def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     return folded
 
 
-def with_noise_input(front: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[int, ...]]:
+def with_noise_input(
+    front: onnx.ModelProto, known: Inferred | None = None
+) -> tuple[onnx.ModelProto, tuple[int, ...]]:
     """A copy of ``front`` whose one random op is replaced by the input :data:`FRONT_NOISE`,
-    and the noise's shape."""
+    and the noise's shape (``known``: :func:`inferred` of ``front``, if the caller has it)."""
     model = _copy(front)
     graph = model.graph
     random = [node for node in graph.node if node.op_type in RANDOM_OPS]
@@ -94,24 +122,25 @@ def with_noise_input(front: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[int
     attributes = {a.name: helper.get_attribute_value(a) for a in noise.attribute}
     if attributes.get("mean", 0.0) != 0.0 or attributes.get("scale", 1.0) != 1.0:
         raise UnsupportedGraph(f"the front's {NOISE_OP} is not standard normal: {attributes}")
-    shapes, _, types = _inferred(model)
-    shape = shapes.get(noise.output[0])
+    known = known or inferred(front)
+    shape = known.shapes.get(noise.output[0])
     if shape is None:
         raise UnsupportedGraph("the front's noise has no fixed shape")
     index = list(graph.node).index(noise)
     graph.node.remove(noise)
     graph.node.insert(index, helper.make_node("Identity", [FRONT_NOISE], [noise.output[0]]))
-    elem_type = attributes.get("dtype", types.get(noise.input[0], TensorProto.FLOAT))
+    elem_type = attributes.get("dtype", known.types.get(noise.input[0], TensorProto.FLOAT))
     graph.input.append(helper.make_tensor_value_info(FRONT_NOISE, elem_type, list(shape)))
     return model, shape
 
 
-def with_dense_masks(front: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``front`` without ``NonZero``: masked gathers and scatters made dense."""
+def with_dense_masks(front: onnx.ModelProto, known: Inferred | None = None) -> onnx.ModelProto:
+    """A copy of ``front`` without ``NonZero``: masked gathers and scatters made dense
+    (``known``: :func:`inferred` of ``front``, or of a graph with the same tensors)."""
     model = _copy(front)
     graph = model.graph
-    shapes, ranks, types = _inferred(model)
-    consumers = _consumers(graph.node)
+    shapes, ranks, types = known or inferred(front)
+    consumers = consumers_of(graph.node)
     producers = {out: node for node in graph.node for out in node.output}
     names = _NameMaker(graph)
     gather_masks: set[str] = set()
@@ -246,38 +275,9 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _consumers(nodes: Iterable[onnx.NodeProto]) -> dict[str, list[onnx.NodeProto]]:
-    found: dict[str, list[onnx.NodeProto]] = {}
-    for node in nodes:
-        for name in node.input:
-            found.setdefault(name, []).append(node)
-    return found
-
-
 def _attribute(node: onnx.NodeProto, name: str) -> object:
     for attribute in node.attribute:
         if attribute.name == name:
             value = helper.get_attribute_value(attribute)
             return value.decode() if isinstance(value, bytes) else list(value) if name == "perm" else value
     return None
-
-
-StaticShapes = dict[str, tuple[int, ...] | None]
-
-
-def _inferred(model: onnx.ModelProto) -> tuple[StaticShapes, dict[str, int], dict[str, int]]:
-    """Each tensor's fixed shape (``None`` where a dimension is unknown), rank and element type."""
-    graph = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
-    shapes: StaticShapes = {}
-    ranks: dict[str, int] = {}
-    types: dict[str, int] = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        tensor = value.type.tensor_type
-        types[value.name] = tensor.elem_type
-        if not tensor.HasField("shape"):
-            shapes[value.name] = None
-            continue
-        dims = tuple(dim.dim_value if dim.HasField("dim_value") else -1 for dim in tensor.shape.dim)
-        shapes[value.name] = None if -1 in dims else dims
-        ranks[value.name] = len(dims)
-    return shapes, ranks, types

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import onnx
 from onnx import TensorProto, helper
 
@@ -63,3 +65,12 @@ def add_frame_floor(model: onnx.ModelProto, granularity: int) -> str:
         model.graph.node.insert(position + offset, node)
     model.graph.input.append(helper.make_tensor_value_info(MIN_FRAMES_INPUT, TensorProto.INT64, []))
     return MIN_FRAMES_INPUT
+
+
+def consumers_of(nodes: Iterable[onnx.NodeProto]) -> dict[str, list[onnx.NodeProto]]:
+    """The nodes that read each tensor, by the tensor's name."""
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in nodes:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found

@@ -21,23 +21,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from synthesis.graph import consumers_of
+
 FLOAT: Final = TensorProto.FLOAT
 HALF: Final = TensorProto.FLOAT16
 REGION_START_OP: Final = "RandomNormalLike"
 """The waveform half starts at the noise added to the prior (``z_p = m_p + noise * std``)."""
 
 
-def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
-    found: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            found.setdefault(name, []).append(node)
-    return found
-
-
 def _waveform_region(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """Nodes downstream of the prior's noise: the flow and the decoder."""
-    consumers = _consumers(graph)
+    consumers = consumers_of(graph.node)
     producers = {out: node for node in graph.node for out in node.output}
     starts = [n for n in graph.node if n.op_type == REGION_START_OP and _downstream_of_ceil(n, producers)]
     if len(starts) != 1:
@@ -115,7 +109,7 @@ def convert_to_fp16(model: onnx.ModelProto, whole_graph: bool = False) -> onnx.M
     in_region = {id(node) for node in region}
     produced_inside = {out for node in region for out in node.output}
     initializers = {init.name: init for init in graph.initializer}
-    consumers = _consumers(graph)
+    consumers = consumers_of(graph.node)
     casts: dict[str, str] = {}
     new_nodes: list[onnx.NodeProto] = []
 

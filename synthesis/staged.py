@@ -4,11 +4,12 @@
 prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
 
 - the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
-  shapes, never in the layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`). Its
-  graph is rewritten so that it can be captured too (``synthesis.front_graph``: masked indexing
-  made dense, the duration noise an input filled before each replay); fronts are replayed one
-  at a time on a thread of their own (the *front lane*), which owns their buffers. A front that
-  cannot be captured runs as a plain session in the caller's thread, with a log line saying why;
+  shapes, never in the layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`), run in
+  the caller's thread. With ``capture_front`` (opt-in: docs/benchmarks.md, runs 14-16) its graph
+  is rewritten so that it can be captured too (``synthesis.front_graph``: masked indexing made
+  dense, the duration noise an input filled before each replay), and fronts are replayed one at
+  a time on a thread of their own (the *front lane*), which owns their buffers; a front that
+  cannot be made so runs plain, with a log line saying why;
 - the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
   frames it really needs, and builds the frame index and mask;
 - expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
@@ -17,7 +18,7 @@ prior repeated by the durations, plus noise) and waveform (flow and decoder). On
   of its replay);
 - the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
   is replayed. Waveform runs go one at a time on one thread of their own (the engine's
-  *graph lane*), which owns the buffers; the front lane prepares the next batch meanwhile.
+  *graph lane*), which owns the buffers; fronts of other batches run meanwhile.
 
 Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
 reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
@@ -125,6 +126,8 @@ def graph_lane(device_id: int, stage: str = "graphs") -> ThreadPoolExecutor:
 
 
 T = TypeVar("T")
+Plan = tuple[np.ndarray, np.ndarray]
+"""Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
 
 
 class StageCudaOptions(NamedTuple):
@@ -237,8 +240,8 @@ class StagedEngine(EngineBasics):
         self._front_slots: OrderedDict[tuple[int, int], FrontSlot] = OrderedDict()
         fixed_fronts = self.buckets and options.capture_front
         self._front_lane = graph_lane(options.device_id, "fronts") if fixed_fronts else None
-        """Set while fronts run as fixed-shape slots (captured on CUDA); ``None`` without buckets,
-        or once a front could not be made so (plain fronts then)."""
+        """Set where fronts run as fixed-shape slots (captured on CUDA); ``None`` without buckets
+        or ``capture_front``, or when the first one could not be built (plain fronts then)."""
         self._slots: OrderedDict[tuple[int, int], WaveformSlot] = OrderedDict()
         self._building: dict[object, threading.Lock] = {}
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
@@ -246,13 +249,10 @@ class StagedEngine(EngineBasics):
         expand = stages.expand.SerializeToString()
         self._expand = self._build(expand, self._front_options, self._front_providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
-        first_key = self._front_key(1, len(warmup_ids(voice)))
-        first = self._front(first_key)
+        first = self._first_front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
         check_device(first, use_cuda, options.device_id)
         self.provider: str = first.get_providers()[0]
-        if self._front_lane is not None and first_key is not None:
-            self._first_front_slot(first_key[1])
         captured = "front and waveform" if self.front_graphs else "waveform"
         log.info(
             "voice %s loaded on %s (%s, staged%s)",
@@ -282,7 +282,7 @@ class StagedEngine(EngineBasics):
         top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
         for rows in sorted({row_bucket(size) for size in batch_sizes}):
             done += self._run_fillers(rows, max_ids, scales)
-            if self.graphs and self._front_lane is not None:  # a front graph is captured at its second run
+            if self.front_graphs:  # a front graph is captured at its second run
                 done += self._run_fillers(rows, max_ids, scales)
             for frames in (size for size in FRAME_BUCKETS if size <= top):
                 self._on_lane(partial(self._capture, rows, frames))
@@ -320,10 +320,10 @@ class StagedEngine(EngineBasics):
         with self._run_slots:
             front = self._run_front(items, scales)
         self.stage_seconds["front"] += time.perf_counter() - started
-        plan = self._frame_plan(front.durations)  # here, so the lane only runs the device
-        if len(items) > 1 and plan[0].size > self.options.max_batch_frames:
+        planned = self._planned(front.durations, len(items))  # here, so the lane only runs the device
+        if planned is None:
             return None
-        samples = front.durations[: len(items)].sum(axis=1) * self.voice.hop_length
+        plan, samples = planned
         return self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale)), samples
 
     def _run_captured(
@@ -358,53 +358,47 @@ class StagedEngine(EngineBasics):
     # front
 
     def _captured_front(self, rows: int, longest: int) -> FrontSlot | None:
-        """The captured front of the batch's bucket (built on first use), or ``None`` where
-        fronts are not captured: off the GPU, or after a front could not be (logged once)."""
+        """The front slot of the batch's bucket (built on first use), or ``None`` where fronts
+        are plain sessions: without ``capture_front`` or buckets, or when the first one could
+        not be built (:meth:`_first_front`)."""
         if self._front_lane is None:
             return None
         key = self._front_key(rows, longest)
         assert key is not None
         return self._cached(self._front_slots, key, partial(self._new_front_slot, *key))
 
-    def _first_front_slot(self, ids: int) -> None:
-        """Build the first front slot while nothing else runs; if the front cannot be made so,
-        say why and use plain fronts from the start (never later: a batch in flight holds a
-        waveform slot the plain path would write to)."""
-        try:
-            self._cached(self._front_slots, (1, ids), partial(self._new_front_slot, 1, ids))
-        except Exception as error:  # UnsupportedGraph, or onnxruntime's own untyped errors
-            if is_out_of_memory(error):
-                raise
-            log.warning("voice %s: no CUDA graph for the front (%s): plain runs", self.voice.name, error)
-            self._front_lane = None
+    def _first_front(self, key: tuple[int, int] | None) -> ort.InferenceSession:
+        """The first front session, built at load while nothing else runs: a front slot's where
+        fronts run as slots. If the front cannot be made one, say why and use plain fronts from
+        the start (never later: a batch in flight holds a waveform slot the plain path would
+        write to)."""
+        if self._front_lane is not None and key is not None:
+            try:
+                return self._cached(self._front_slots, key, partial(self._new_front_slot, *key)).session
+            except Exception as error:  # UnsupportedGraph, or onnxruntime's own untyped errors
+                if is_out_of_memory(error):
+                    raise
+                log.warning("voice %s: no CUDA graph for the front (%s): plain runs", self.voice.name, error)
+                self._front_lane = None
+        return self._front(key)
 
     def _new_front_slot(self, rows: int, ids: int) -> FrontSlot:
         dims = {"input": (rows, ids), "input_lengths": (rows,), "sid": (rows,)}
         front = capturable_front(with_fixed_inputs(self.stages.front, dims))
+        graph = front.model.graph
+        inputs = {}
+        for value in graph.input:  # every one fixed: with_fixed_inputs, or the noise's own shape
+            shape = tuple(dim.dim_value for dim in value.type.tensor_type.shape.dim)
+            if 0 in shape:
+                raise UnsupportedGraph(f"the front's input {value.name} has no fixed shape")
+            inputs[value.name] = self._buffer(shape, value.type.tensor_type.elem_type)
+        outputs = {
+            value.name: self._buffer(front.output_shapes[value.name], value.type.tensor_type.elem_type)
+            for value in graph.output
+        }
         model = front.model.SerializeToString()
         session = self._build(model, self._front_options, self._front_graph_providers)
-        device = self.options.device_id
-        inputs = {
-            value.name: ort.OrtValue.ortvalue_from_shape_and_type(
-                list(value.shape), _numpy_type(value.type), self._device, device
-            )
-            for value in session.get_inputs()
-        }
-        if tuple(inputs[FRONT_NOISE].shape()) != front.noise_shape:
-            shape = inputs[FRONT_NOISE].shape()
-            raise UnsupportedGraph(f"the front's noise is {shape}, not {front.noise_shape}")
-        outputs = {
-            value.name: ort.OrtValue.ortvalue_from_shape_and_type(
-                list(front.output_shapes[value.name]), _numpy_type(value.type), self._device, device
-            )
-            for value in session.get_outputs()
-        }
-        binding = session.io_binding()
-        for name, buffer in inputs.items():
-            binding.bind_ortvalue_input(name, buffer)
-        for name, buffer in outputs.items():
-            binding.bind_ortvalue_output(name, buffer)
-        return FrontSlot(session, binding, inputs, outputs, front.noise_shape)
+        return FrontSlot(session, _bound(session, inputs, outputs), inputs, outputs, front.noise_shape)
 
     def _front_to_slot(
         self, front: FrontSlot, feeds: dict[str, np.ndarray], noise_scale: float, items: int
@@ -419,9 +413,10 @@ class StagedEngine(EngineBasics):
         names = self.stages.names
         rows, width = front.inputs["input"].shape()
         durations = front.outputs[names.durations].numpy().reshape(rows, width).astype(np.int64)
-        plan = self._frame_plan(durations)
-        if items > 1 and plan[0].size > self.options.max_batch_frames:
+        planned = self._planned(durations, items)
+        if planned is None:
             return None
+        plan, samples = planned
         extras = {name: front.outputs[name] for name in names.extras}
         result = FrontResult(front.outputs[names.mean_t], front.outputs[names.log_std_t], extras, durations)
         expand = self._expand_binding(result, plan, noise_scale)
@@ -438,7 +433,7 @@ class StagedEngine(EngineBasics):
         except BaseException:
             slot.held.release()
             raise
-        return slot, durations[:items].sum(axis=1) * self.voice.hop_length
+        return slot, samples
 
     def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
         """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
@@ -447,7 +442,7 @@ class StagedEngine(EngineBasics):
             return None
         bucket = bucket_for(rows, longest, 1.0)
         with self._lock:
-            built = {*self._front_slots, *self._fronts} if self._front_lane is not None else {*self._fronts}
+            built = self._front_slots if self._front_lane is not None else self._fronts
             if (bucket.rows, bucket.ids) in built:
                 return bucket.rows, bucket.ids
             larger = [key for key in built if key and key[1] == bucket.ids and key[0] > bucket.rows]
@@ -506,7 +501,15 @@ class StagedEngine(EngineBasics):
             return work()
         return self._lane.submit(work).result()
 
-    def _frame_plan(self, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _planned(self, durations: np.ndarray, items: int) -> tuple[Plan, np.ndarray] | None:
+        """The frame plan of a batch and each item's samples; ``None`` if the batch needs more
+        frames than one run may take (it then runs in halves)."""
+        plan = self._frame_plan(durations)
+        if items > 1 and plan[0].size > self.options.max_batch_frames:
+            return None
+        return plan, durations[:items].sum(axis=1) * self.voice.hop_length
+
+    def _frame_plan(self, durations: np.ndarray) -> Plan:
         """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
         rows, width = durations.shape
         frames_needed = max(int(durations.sum(axis=1).max()), 1)
@@ -626,12 +629,12 @@ class StagedEngine(EngineBasics):
             names.prior: (rows, names.channels, frames),
             names.mask: (rows, 1, frames),
         }
-        types: dict[str, Any] = dict.fromkeys(dims, np.float32)
+        types = dict.fromkeys(dims, onnx.TensorProto.FLOAT)
         for value in model.graph.input:
             if value.name in names.extras:  # split_voice checked: rows first, then fixed sizes
                 tensor = value.type.tensor_type
                 dims[value.name] = (rows, *(dim.dim_value for dim in tensor.shape.dim[1:]))
-                types[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+                types[value.name] = tensor.elem_type
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
             session = self._build(fixed, self._graph_options, self._waveform_providers)
@@ -643,25 +646,18 @@ class StagedEngine(EngineBasics):
             plain = stage_cuda_options(self.options, graphs=False).waveform
             self._waveform_providers = providers_for(True, self.options.device_id, plain)
             session = self._build(fixed, self._graph_options, self._waveform_providers)
-        device = self.options.device_id
-        inputs = {
-            name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name], self._device, device)
-            for name, shape in dims.items()
-        }
+        inputs = {name: self._buffer(shape, types[name]) for name, shape in dims.items()}
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
-        audio_shape = [rows, *[1] * (rank - 2), frames * self.voice.hop_length]
-        output = ort.OrtValue.ortvalue_from_shape_and_type(audio_shape, np.float32, self._device, device)
-        slot = WaveformSlot(session, None, inputs, output, fp32)
-        self._bind_slot(slot)
-        return slot
+        audio_shape = (rows, *[1] * (rank - 2), frames * self.voice.hop_length)
+        output = self._buffer(audio_shape, onnx.TensorProto.FLOAT)
+        return WaveformSlot(session, _bound(session, inputs, {AUDIO_OUTPUT: output}), inputs, output, fp32)
 
-    @staticmethod
-    def _bind_slot(slot: WaveformSlot) -> None:
-        binding = slot.session.io_binding()
-        for name, buffer in slot.inputs.items():
-            binding.bind_ortvalue_input(name, buffer)
-        binding.bind_ortvalue_output(AUDIO_OUTPUT, slot.output)
-        slot.binding = binding
+    def _buffer(self, shape: Sequence[int], elem_type: int) -> ort.OrtValue:
+        """A buffer on the engine's device that a slot's session reads or writes at every run."""
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+        return ort.OrtValue.ortvalue_from_shape_and_type(
+            list(shape), dtype, self._device, self.options.device_id
+        )
 
     # sessions
 
@@ -694,6 +690,13 @@ class StagedEngine(EngineBasics):
         return session
 
 
-def _numpy_type(onnx_type: str) -> Any:
-    """The numpy type of an onnxruntime type string such as ``tensor(float)``."""
-    return {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(float16)": np.float16}[onnx_type]
+def _bound(
+    session: ort.InferenceSession, inputs: dict[str, ort.OrtValue], outputs: dict[str, ort.OrtValue]
+) -> Any:
+    """``session``'s binding to these fixed buffers, by name."""
+    binding = session.io_binding()
+    for name, buffer in inputs.items():
+        binding.bind_ortvalue_input(name, buffer)
+    for name, buffer in outputs.items():
+        binding.bind_ortvalue_output(name, buffer)
+    return binding

@@ -32,6 +32,8 @@ import onnx
 from onnx import TensorProto, helper
 from onnx.utils import Extractor
 
+from synthesis.graph import consumers_of
+
 NOISE_OP: Final = "RandomNormalLike"
 DURATION_OP: Final = "Ceil"
 EXPAND_MEAN: Final = "stage/mean_t"
@@ -86,10 +88,7 @@ def split_voice(model: onnx.ModelProto) -> VoiceStages:
 def _split(model: onnx.ModelProto) -> VoiceStages:
     graph = model.graph
     producers = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    consumers = consumers_of(graph.node)
     ceils = [node for node in graph.node if node.op_type == DURATION_OP]
     if len(ceils) != 1:
         raise UnsupportedGraph(f"expected one {DURATION_OP} (the durations), found {len(ceils)}")

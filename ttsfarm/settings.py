@@ -89,7 +89,7 @@ class Settings:
     CUDA graph too, its graph rewritten for it (``synthesis.front_graph``), on a thread of its
     own beside the waveform graphs, each captured graph then on an arena of its own. Exact
     lengths and the same audio; engine alone 1.11-1.23x at batch 32, but through the farm no
-    faster (4,076 against 4,170 stored audio s/s), for 2.9x the GPU memory (87 GB against
+    faster (4,077 against 4,170 stored audio s/s), for 2.9x the GPU memory (87 GB against
     30 GB) and 31 s to ready against 19 s: docs/benchmarks.md, runs 14-16."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
@@ -246,7 +246,7 @@ _CHOICES: Final = {
 }
 MIN_PHONEME_IDS: Final = 16
 """The shortest segment budget the text splitter works with (``synthesis.text.Segmenter``)."""
-_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "max_phoneme_ids", "consumers")
+_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "consumers")
 _NOT_NEGATIVE: Final = (
     "text_processes",
     "cpu_threads",
