@@ -6,6 +6,7 @@
     python benchmarks/engine_v2.py --engine v2 --out DIR2 --layout nhwc   # TTSFARM_CUDA_LAYOUT=nhwc
     python benchmarks/engine_v2.py --engine v2 --out DIR --front captured   # TTSFARM_CAPTURE_FRONT=on
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
+    python benchmarks/engine_v2.py --engine v2 --out DIR --name fused --cuda-option fuse_conv_bias=1
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
@@ -243,6 +244,14 @@ def main() -> None:
     parser.add_argument(
         "--front", choices=["plain", "captured"], default="plain", help="v2's front (TTSFARM_CAPTURE_FRONT)"
     )
+    parser.add_argument(
+        "--cuda-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an onnxruntime CUDA provider option for the waveform sessions (repeatable; experiments)",
+    )
+    parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
     args = parser.parse_args()
@@ -252,6 +261,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     captured = args.engine == "v2" and args.front == "captured"
     label = f"{args.engine}-captured-front" if captured else args.engine
+    label = f"{label}-{args.name}" if args.name else label
+    if any("=" not in option for option in args.cuda_option):
+        parser.error("--cuda-option takes KEY=VALUE")
+    extra_cuda = tuple((key, value) for key, _, value in (o.partition("=") for o in args.cuda_option))
     results = Results(args.out / f"engine_{label}.json", args.budget)
     provider = "cpu" if args.smoke else "cuda"
     voice = resolve_voice("joe")
@@ -263,7 +276,7 @@ def main() -> None:
     options = EngineOptions(
         provider=provider,
         concurrent_runs=THREADS,
-        waveform_cuda_options=CUDA_LAYOUTS[args.layout],
+        waveform_cuda_options=(*CUDA_LAYOUTS[args.layout], *extra_cuda),
         capture_front=args.front == "captured",
     )
     kind = StagedEngine if args.engine == "v2" else Engine

@@ -26,8 +26,8 @@ from synthesis.engine_link import RemoteBatcher
 from synthesis.engines import EngineKind, VoiceEngine, load_engine
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
-from synthesis.sessions import NHWC, CudaOptions, cpu_count, gpu_count, wants_cuda
-from ttsfarm.settings import Settings
+from synthesis.sessions import NHWC, CudaOptions, cpu_count, gpu_count, gpu_memory_bytes, wants_cuda
+from ttsfarm.settings import CudaLayout, Settings
 from ttsfarm.voices import Voice
 
 GPU_MAX_BATCH: Final = 32
@@ -48,6 +48,12 @@ CUDA_LAYOUTS: Final[dict[str, CudaOptions]] = {"nchw": (), "nhwc": (NHWC,)}
 """Extra CUDA provider options of the staged engine's waveform sessions for each
 ``TTSFARM_CUDA_LAYOUT`` (``EngineOptions.waveform_cuda_options``). Never the sessions that predict
 the durations: NHWC there changed 7 of 79 segment lengths (run 13)."""
+NHWC_MIN_GPU_BYTES: Final = 120 * 2**30
+"""``TTSFARM_CUDA_LAYOUT=auto`` takes NHWC on a GPU with at least this much memory, for batches of
+at most :data:`GPU_MAX_BATCH`. NHWC keeps an arena per captured waveform graph: at batch 32 a
+worker peaked at 76,509-83,385 MiB (runs 13 and 17, against 28,585-31,525 MiB in NCHW) and the
+engine benchmark, with an fp32 engine of its own beside it, at 105,311 MiB. Batches 8, 32 and 64
+prepared together ran an H200's 143,771 MiB out (run 15)."""
 
 
 def gpu_text_processes(cores: int, gpus: int) -> int:
@@ -103,15 +109,27 @@ def worker_concurrency(settings: Settings, on_gpu: bool) -> int:
     return GPU_CONCURRENCY if on_gpu else CPU_CONCURRENCY
 
 
+def waveform_layout(setting: CudaLayout, max_batch: int, gpu_bytes: int | None) -> CudaOptions:
+    """The waveform sessions' layout options: as set, or for ``auto`` NHWC where a GPU of
+    ``gpu_bytes`` has room for it at ``max_batch`` (:data:`NHWC_MIN_GPU_BYTES`), else NCHW."""
+    if setting != "auto":
+        return CUDA_LAYOUTS[setting]
+    roomy = gpu_bytes is not None and gpu_bytes >= NHWC_MIN_GPU_BYTES
+    return CUDA_LAYOUTS["nhwc" if roomy and max_batch <= GPU_MAX_BATCH else "nchw"]
+
+
 def engine_options(settings: Settings) -> EngineOptions:
     """The engine's options from settings (checked when the settings were made)."""
+    auto_layout = settings.cuda_layout == "auto" and settings.provider != "cpu"
+    gpu_bytes = gpu_memory_bytes(settings.gpu) if auto_layout else None
+    max_batch = GPU_MAX_BATCH if settings.max_batch is None else settings.max_batch
     return EngineOptions(
         provider=settings.provider,
         device_id=settings.gpu,
         cpu_threads=settings.cpu_threads,
         precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
-        waveform_cuda_options=CUDA_LAYOUTS[settings.cuda_layout],
+        waveform_cuda_options=waveform_layout(settings.cuda_layout, max_batch, gpu_bytes),
         capture_front=settings.capture_front,
     )
 

@@ -25,9 +25,14 @@ CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
 NHWC: Final = ("prefer_nhwc", "1")
 """The CUDA provider option that runs convolutions in NHWC (``TTSFARM_CUDA_LAYOUT=nhwc``)."""
-CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
+CUDA_DEFAULTS: Final = (
+    ("cudnn_conv_algo_search", "HEURISTIC"),
+    ("arena_extend_strategy", "kSameAsRequested"),
+)
 """``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
-even with one shape per session (docs/benchmarks.md)."""
+even with one shape per session (docs/benchmarks.md). A session's own arena grows by what a run
+asks for, not by doubling (ORT's default): every session of the staged engine sees one shape,
+so its arena is sized once, at its first run or capture, and a doubling would stay unused."""
 SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
 INITIALIZERS_OFF_ARENA_CONFIG: Final = "session.use_device_allocator_for_initializers"
 ARENA_SHRINKAGE_CONFIG: Final = "memory.enable_memory_arena_shrinkage"
@@ -58,6 +63,35 @@ def gpu_count() -> int:
 def gpu_present() -> bool:
     """True when an NVIDIA driver reports at least one GPU on this machine."""
     return gpu_count() > 0
+
+
+def nvml_index(cuda_device: int, visible: str | None) -> int:
+    """NVML numbers every GPU of the host; CUDA only those in ``CUDA_VISIBLE_DEVICES``."""
+    if not visible:
+        return cuda_device
+    listed = [entry.strip() for entry in visible.split(",")]
+    if cuda_device < len(listed) and listed[cuda_device].isdigit():
+        return int(listed[cuda_device])
+    return cuda_device  # UUIDs or a short list: the best guess is the same number
+
+
+def gpu_memory_bytes(cuda_device: int) -> int | None:
+    """Total memory of CUDA device ``cuda_device`` through NVML, the NVIDIA driver's own library;
+    ``None`` without a GPU, or where NVML cannot say."""
+    if not gpu_present():
+        return None
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        try:
+            index = nvml_index(cuda_device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).total)
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError as error:
+        log.warning("the memory of GPU %d is unknown (%s)", cuda_device, error)
+        return None
 
 
 def wants_cuda(provider: Provider) -> bool:

@@ -254,12 +254,13 @@ class StagedEngine(EngineBasics):
         check_device(first, use_cuda, options.device_id)
         self.provider: str = first.get_providers()[0]
         captured = "front and waveform" if self.front_graphs else "waveform"
+        layout = "NHWC" if NHWC in waveform_cuda else "NCHW"
         log.info(
             "voice %s loaded on %s (%s, staged%s)",
             voice.name,
             self.provider,
             self.precision,
-            f", {captured} as CUDA graphs" if self.graphs else "",
+            f", {captured} as CUDA graphs, waveform in {layout}" if self.graphs else "",
         )
         self._warm_up()
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from producer import Client
-from synthesis.build import engine_options
+from synthesis.build import engine_options, waveform_layout
+from synthesis.sessions import NHWC, gpu_present
 from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
 from ttsfarm.settings import Settings
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
     [
         ({"TTSFARM_PROVIDER": "gpu"}, "TTSFARM_PROVIDER must be auto, cuda or cpu, not 'gpu'"),
         ({"TTSFARM_SHAPE_BUCKETS": "maybe"}, "TTSFARM_SHAPE_BUCKETS must be auto, on or off"),
-        ({"TTSFARM_CUDA_LAYOUT": "nhcw"}, "TTSFARM_CUDA_LAYOUT must be nchw or nhwc, not 'nhcw'"),
+        ({"TTSFARM_CUDA_LAYOUT": "nhcw"}, "TTSFARM_CUDA_LAYOUT must be auto, nchw or nhwc, not 'nhcw'"),
         ({"TTSFARM_MAX_BATCH": "0"}, "TTSFARM_MAX_BATCH must be at least 1, not 0"),
         ({"TTSFARM_MAX_PHONEME_IDS": "8"}, "TTSFARM_MAX_PHONEME_IDS must be at least 16, not 8"),
         ({"TTSFARM_MAX_WAIT_MS": "soon"}, "TTSFARM_MAX_WAIT_MS='soon' is not a valid float"),
@@ -37,11 +38,23 @@ def test_a_bad_setting_is_a_settings_error_where_the_settings_are_made(
 
 
 def test_the_cuda_layout_reaches_the_engine_as_a_waveform_provider_option() -> None:
-    nchw = engine_options(Settings.load({}))
+    nchw = engine_options(Settings.load({"TTSFARM_CUDA_LAYOUT": "nchw"}))
     assert (nchw.cuda_options, nchw.waveform_cuda_options) == ((), ())
+    if not gpu_present():  # auto: no GPU memory to go by, NCHW
+        assert engine_options(Settings.load({})).waveform_cuda_options == ()
     nhwc = engine_options(Settings.load({"TTSFARM_CUDA_LAYOUT": "nhwc"}))
     assert nhwc.cuda_options == ()  # every session, durations included: not the layout
     assert nhwc.waveform_cuda_options == (("prefer_nhwc", "1"),)
+
+
+def test_auto_takes_nhwc_only_where_the_gpu_has_room_for_it() -> None:
+    gib = 2**30
+    assert waveform_layout("auto", 32, 141 * gib) == (NHWC,)  # an H200
+    assert waveform_layout("auto", 32, 80 * gib) == ()  # peaks of 76-83 GB would not fit
+    assert waveform_layout("auto", 64, 141 * gib) == ()  # batch 64 ran an H200 out of memory
+    assert waveform_layout("auto", 8, None) == ()  # NVML could not say
+    assert waveform_layout("nhwc", 64, None) == (NHWC,)  # as set, whatever the GPU
+    assert waveform_layout("nchw", 32, 141 * gib) == ()
 
 
 def test_with_options_keeps_a_setting_whose_option_was_left_out() -> None:

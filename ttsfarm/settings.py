@@ -28,7 +28,7 @@ ProviderName = Literal["auto", "cuda", "cpu"]
 PrecisionName = Literal["auto", "fp16", "fp32"]
 EngineName = Literal["auto", "single", "staged"]
 ShapeBuckets = Literal["auto", "on", "off"]
-CudaLayout = Literal["nchw", "nhwc"]
+CudaLayout = Literal["auto", "nchw", "nhwc"]
 
 PROBE_TIMEOUT_SECONDS: Final = 10.0
 """How long a worker's health probe batch may take (it waits behind queued batches) before the
@@ -77,13 +77,13 @@ class Settings:
     (``synthesis.engines.wants_staged``)."""
     shape_buckets: ShapeBuckets = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
-    cuda_layout: CudaLayout = "nchw"
-    """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``, or
-    ``nhwc`` (opt-in, onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its
-    own): exact lengths with the front in NCHW, 1.07-1.15x in the farm, for about 3x the GPU
-    memory (83,163 MiB against 31,031 MiB at the peak); see docs/benchmarks.md, run 13. The stages
-    that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
-    the durations, and so the lengths."""
+    cuda_layout: CudaLayout = "auto"
+    """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``,
+    ``nhwc`` (onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its own:
+    1.07-1.17x in the farm, exact lengths, for 2.5-3x the GPU memory), or ``auto``: NHWC where the
+    GPU has room for it (``synthesis.build.waveform_layout``), else NCHW; see docs/benchmarks.md,
+    runs 13 and 17. The stages that predict the durations, and the single-session engine, always
+    run ``nchw``: NHWC changes the durations, and so the lengths."""
     capture_front: bool = False
     """Opt-in: the staged engine's front (text encoder and duration predictor) replayed as a
     CUDA graph too, its graph rewritten for it (``synthesis.front_graph``), on a thread of its

@@ -23,6 +23,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from synthesis.sessions import nvml_index
 from ttsfarm.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -154,16 +155,6 @@ class GpuMemory:
         """(used, total) bytes on the device, from every process on it."""
         info = self._nvml.nvmlDeviceGetMemoryInfo(self._handle)
         return int(info.used), int(info.total)
-
-
-def nvml_index(cuda_device: int, visible: str | None) -> int:
-    """NVML numbers every GPU of the host; CUDA only those in ``CUDA_VISIBLE_DEVICES``."""
-    if not visible:
-        return cuda_device
-    listed = [entry.strip() for entry in visible.split(",")]
-    if cuda_device < len(listed) and listed[cuda_device].isdigit():
-        return int(listed[cuda_device])
-    return cuda_device  # UUIDs or a short list: the best guess is the same number
 
 
 class _WorkerCollector(Collector):

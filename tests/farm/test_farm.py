@@ -110,6 +110,13 @@ def test_twenty_jobs_from_several_threads(client: Client, worker: WorkerProcess,
     assert requests.get(f"{flower}/api/tasks", timeout=10).status_code == 401
 
 
+def test_the_worker_log_says_what_engine_it_loaded(worker: WorkerProcess) -> None:
+    """The engine loads before Celery sets up its logging; its lines are in the log all the same."""
+    log = worker.log_path.read_text()
+    assert "engine ready: voice joe on CPUExecutionProvider (device 0), fp32" in log
+    assert log.index("engine ready") < log.index(" ready.")  # loaded before the first job
+
+
 def test_status_moves_from_queued_to_running_to_succeeded(client: Client, worker: WorkerProcess) -> None:
     job_id = client.submit(" ".join(SENTENCES[:12]))
     states = [client.status(job_id).state]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -214,7 +215,13 @@ def cancel(settings: Settings, job_id: str) -> None:
     help="Processes that take jobs, sharing this worker's one engine (many short jobs need several).",
 )
 @click.option("-n", "--hostname", help="Worker name (default ttsfarm-gpuN@host or ttsfarm-cpu@host).")
-@click.option("-l", "--loglevel", default="INFO", show_default=True)
+@click.option(
+    "-l",
+    "--loglevel",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
 @click.pass_obj
 def worker(
     settings: Settings,
@@ -234,6 +241,9 @@ def worker(
     # A GPU asked for by number: the worker runs on it or stops.
     provider = "cpu" if cpu else "cuda" if gpu is not None else None
     settings = settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency, consumers=consumers)
+    # The engine loads before Celery sets up its logging: at --loglevel, not the command's
+    # default of warnings only, so that the log says which device, precision and layout it took.
+    logging.getLogger().setLevel(loglevel.upper())
     if settings.consumers > 1:
         sys.exit(run_consumers(settings, hostname, loglevel))
     run_worker(settings, hostname, loglevel)
