@@ -240,7 +240,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
     parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
-    parser.add_argument("--layout", choices=list(CUDA_LAYOUTS), default="nchw", help="TTSFARM_CUDA_LAYOUT")
+    parser.add_argument(
+        "--layout",
+        choices=list(CUDA_LAYOUTS),
+        default="nchw",
+        help="the waveform layout (TTSFARM_CUDA_LAYOUT's nchw or nhwc; auto is the worker's choice)",
+    )
     parser.add_argument(
         "--front", choices=["plain", "captured"], default="plain", help="v2's front (TTSFARM_CAPTURE_FRONT)"
     )

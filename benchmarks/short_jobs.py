@@ -187,6 +187,7 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         "TTSFARM_BROKER_URL": f"redis://127.0.0.1:{args.port}/0",
         "TTSFARM_STORAGE_URL": str(storage),
         "PYTHONUNBUFFERED": "1",
+        **({"TTSFARM_CUDA_LAYOUT": "nchw"} if count > 1 else {}),  # NHWC's memory is for one worker a GPU
         **dict(pair.split("=", 1) for pair in variant.split(",") if pair),
     }
     cpu = args.smoke or args.cpu

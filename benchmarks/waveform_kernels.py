@@ -10,7 +10,8 @@ and replayed --replays times on the graph lane. Printed per variant and shape: m
 padded audio seconds per second, and the output's relative L2 distance from the first variant's
 (the layout must not change the audio; random priors are not real ones: NHWC passed here and
 gave NaN on real batches with noise, docs/benchmarks.md run 11). Then the front stage alone, at
-batch 32 of corpus segments, run by 1 and by 3 threads. Results go to DIR/waveform_kernels.json.
+batches of corpus segments (``--front-rows``, 32 by default), run by 1 and by 3 threads.
+Results go to DIR/waveform_kernels.json.
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ def replays(engine: StagedEngine, rows: int, frames: int, count: int) -> tuple[l
     return times, np.asarray(slot.output.numpy()).reshape(rows, -1)
 
 
-def front_alone(engine: StagedEngine, threads: int, batches: int) -> dict[str, float]:
+def front_alone(engine: StagedEngine, rows: int, threads: int, batches: int) -> dict[str, float]:
+    """The front of ``rows`` corpus segments of middle length (the 32 from the median up, repeated
+    past 32 rows), run ``batches`` times by ``threads`` threads at once: ms per batch and per 32 rows."""
     items = sorted(
         corpus_items(engine.voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids)
     )
-    batch = items[len(items) // 2 : len(items) // 2 + 32]
+    middle = items[len(items) // 2 : len(items) // 2 + 32]
+    batch = [middle[row % len(middle)] for row in range(rows)]
     scales = Scales(0.0, 1.0, 0.0)
     engine._run_front(batch, scales)
     started = time.perf_counter()
@@ -72,8 +76,10 @@ def front_alone(engine: StagedEngine, threads: int, batches: int) -> dict[str, f
         list(pool.map(lambda _: engine._run_front(batch, scales), range(batches)))
     wall = time.perf_counter() - started
     return {
+        "rows": rows,
         "threads": threads,
         "ms_per_batch": round(wall / batches * 1000, 2),
+        "ms_per_32_rows": round(wall / batches * 1000 * 32 / rows, 2),
         "ids": max(len(i.phoneme_ids) for i in batch),
     }
 
@@ -88,6 +94,7 @@ def main() -> None:
     )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--replays", type=int, default=30)
+    parser.add_argument("--front-rows", type=int, nargs="+", default=[32], help="rows of the front series")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU (no graphs)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -125,9 +132,11 @@ def main() -> None:
             print(f"{variant:>10} {rows:>3}x{frames:<5} {row}", flush=True)
         (args.out / "waveform_kernels.json").write_text(json.dumps(results, indent=1))
     if engine is not None:
-        for threads in (1, 3):
-            results[f"front b32 t{threads}"] = front_alone(engine, threads, 2 if args.smoke else 60)
-            print(f"front b32 t{threads}", results[f"front b32 t{threads}"], flush=True)
+        for rows in args.front_rows:
+            for threads in (1, 3):
+                name = f"front b{rows} t{threads}"
+                results[name] = front_alone(engine, rows, threads, 2 if args.smoke else max(20, 1920 // rows))
+                print(name, results[name], flush=True)
     (args.out / "waveform_kernels.json").write_text(json.dumps(results, indent=1))
 
 

@@ -23,11 +23,12 @@ from typing import Final
 from synthesis.batcher import DEFAULT_MAX_PADDING_RATIO, Batcher
 from synthesis.engine import EngineOptions
 from synthesis.engine_link import RemoteBatcher
-from synthesis.engines import EngineKind, VoiceEngine, load_engine
+from synthesis.engines import VoiceEngine, load_engine
 from synthesis.frontend import TextFrontend
+from synthesis.gpus import free_gpu_memory, gpu_count
 from synthesis.pipeline import Synthesizer
-from synthesis.sessions import NHWC, CudaOptions, cpu_count, gpu_count, gpu_memory_bytes, wants_cuda
-from ttsfarm.settings import CudaLayout, Settings
+from synthesis.sessions import NHWC, CudaOptions, cpu_count, wants_cuda
+from ttsfarm.settings import CudaLayout, EngineName, Settings
 from ttsfarm.voices import Voice
 
 GPU_MAX_BATCH: Final = 32
@@ -48,12 +49,16 @@ CUDA_LAYOUTS: Final[dict[str, CudaOptions]] = {"nchw": (), "nhwc": (NHWC,)}
 """Extra CUDA provider options of the staged engine's waveform sessions for each
 ``TTSFARM_CUDA_LAYOUT`` (``EngineOptions.waveform_cuda_options``). Never the sessions that predict
 the durations: NHWC there changed 7 of 79 segment lengths (run 13)."""
-NHWC_MIN_GPU_BYTES: Final = 120 * 2**30
-"""``TTSFARM_CUDA_LAYOUT=auto`` takes NHWC on a GPU with at least this much memory, for batches of
-at most :data:`GPU_MAX_BATCH`. NHWC keeps an arena per captured waveform graph: at batch 32 a
-worker peaked at 76,509-83,385 MiB (runs 13 and 17, against 28,585-31,525 MiB in NCHW) and the
-engine benchmark, with an fp32 engine of its own beside it, at 105,311 MiB. Batches 8, 32 and 64
-prepared together ran an H200's 143,771 MiB out (run 15)."""
+NHWC_MIN_FREE_BYTES: Final = 120 * 2**30
+"""``TTSFARM_CUDA_LAYOUT=auto`` takes NHWC where the GPU has at least this much memory free when
+the engine loads, for batches of at most :data:`NHWC_MAX_BATCH`. NHWC keeps an arena per
+captured waveform graph: at batch 32 a worker peaked at 76,319-83,385 MiB (runs 13, 17 and 18,
+against 27,497-31,525 MiB in NCHW) and the engine benchmark, with an fp32 engine of its own
+beside it, at 105,311 MiB."""
+NHWC_MAX_BATCH: Final = 32
+"""The largest batch NHWC has been measured at. Larger batches capture larger graphs, each in an
+arena of its own: batches 8, 32 and 64 prepared together, with the front captured too (every
+graph on its own arena, as NHWC's are), ran an H200 out of memory (run 15)."""
 
 
 def gpu_text_processes(cores: int, gpus: int) -> int:
@@ -109,27 +114,28 @@ def worker_concurrency(settings: Settings, on_gpu: bool) -> int:
     return GPU_CONCURRENCY if on_gpu else CPU_CONCURRENCY
 
 
-def waveform_layout(setting: CudaLayout, max_batch: int, gpu_bytes: int | None) -> CudaOptions:
-    """The waveform sessions' layout options: as set, or for ``auto`` NHWC where a GPU of
-    ``gpu_bytes`` has room for it at ``max_batch`` (:data:`NHWC_MIN_GPU_BYTES`), else NCHW."""
+def waveform_layout(setting: CudaLayout, max_batch: int, free_bytes: int | None) -> CudaOptions:
+    """The waveform sessions' layout options: as set, or for ``auto`` NHWC where the GPU has
+    ``free_bytes`` enough for it at ``max_batch`` (:data:`NHWC_MIN_FREE_BYTES`), else NCHW."""
     if setting != "auto":
         return CUDA_LAYOUTS[setting]
-    roomy = gpu_bytes is not None and gpu_bytes >= NHWC_MIN_GPU_BYTES
-    return CUDA_LAYOUTS["nhwc" if roomy and max_batch <= GPU_MAX_BATCH else "nchw"]
+    roomy = free_bytes is not None and free_bytes >= NHWC_MIN_FREE_BYTES
+    return CUDA_LAYOUTS["nhwc" if roomy and max_batch <= NHWC_MAX_BATCH else "nchw"]
 
 
-def engine_options(settings: Settings) -> EngineOptions:
-    """The engine's options from settings (checked when the settings were made)."""
-    auto_layout = settings.cuda_layout == "auto" and settings.provider != "cpu"
-    gpu_bytes = gpu_memory_bytes(settings.gpu) if auto_layout else None
-    max_batch = GPU_MAX_BATCH if settings.max_batch is None else settings.max_batch
+def engine_options(settings: Settings, max_batch: int | None = None) -> EngineOptions:
+    """The engine's options from settings (checked when the settings were made), for batches of
+    up to ``max_batch`` (by default the setting's, else the GPU default)."""
+    max_batch = max_batch or settings.max_batch or GPU_MAX_BATCH
+    cuda_here = settings.provider != "cpu" and wants_cuda("auto")  # a GPU and a CUDA build
+    free_bytes = free_gpu_memory(settings.gpu) if settings.cuda_layout == "auto" and cuda_here else None
     return EngineOptions(
         provider=settings.provider,
         device_id=settings.gpu,
         cpu_threads=settings.cpu_threads,
         precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
-        waveform_cuda_options=waveform_layout(settings.cuda_layout, max_batch, gpu_bytes),
+        waveform_cuda_options=waveform_layout(settings.cuda_layout, max_batch, free_bytes),
         capture_front=settings.capture_front,
     )
 
@@ -137,13 +143,13 @@ def engine_options(settings: Settings) -> EngineOptions:
 def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesizer:
     """The synthesizer for ``settings``; a ``long_running`` one (a worker) keeps its memory at
     what its current batches need, a one-off command's is left at its peak, which is faster."""
-    options = replace(engine_options(settings), give_back_memory=long_running)
-    on_gpu = wants_cuda(options.provider)
+    on_gpu = wants_cuda(settings.provider)
     policy = BatchPolicy.for_settings(settings, on_gpu)
+    options = replace(engine_options(settings, policy.max_batch), give_back_memory=long_running)
     # A warm-up run makes the GPU's first batch fast; on a CPU the first run is no slower.
     options = replace(options, concurrent_runs=policy.concurrent_runs, warmup=on_gpu)
 
-    kind: EngineKind = settings.engine
+    kind: EngineName = settings.engine
 
     def load_voice_engine(voice: Voice) -> VoiceEngine:
         engine = load_engine(voice, options, kind, policy.max_batch)

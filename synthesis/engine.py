@@ -23,6 +23,7 @@ import numpy as np
 import onnxruntime as ort
 
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
+from synthesis.gpus import gpu_present
 from synthesis.sessions import (
     CUDA,
     CudaOptions,
@@ -30,7 +31,6 @@ from synthesis.sessions import (
     Provider,
     build_session,
     check_device,
-    gpu_present,
     providers_for,
     run_options,
     session_options,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from synthesis.engine import Engine, EngineOptions
 from synthesis.sessions import wants_cuda
+from ttsfarm.settings import EngineName
 from ttsfarm.voices import Voice
 
 if TYPE_CHECKING:
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EngineKind = Literal["auto", "staged", "single"]
-ENGINE_KINDS: Final = ("auto", "staged", "single")
 
 STAGED_FROM_BATCH: Final = 16
 """``auto`` runs a GPU voice staged for batches of at least this many segments: its waveform
@@ -26,7 +25,7 @@ VoiceEngine: TypeAlias = "Engine | StagedEngine"
 """What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
 
 
-def wants_staged(kind: EngineKind, on_gpu: bool, max_batch: int) -> bool:
+def wants_staged(kind: EngineName, on_gpu: bool, max_batch: int) -> bool:
     """Whether to run a voice staged (engine v2): asked for, or ``auto`` on a GPU with batches
     of at least :data:`STAGED_FROM_BATCH`.
 
@@ -44,7 +43,7 @@ def wants_staged(kind: EngineKind, on_gpu: bool, max_batch: int) -> bool:
 
 
 def load_engine(
-    voice: Voice, options: EngineOptions, kind: EngineKind = "auto", max_batch: int = STAGED_FROM_BATCH
+    voice: Voice, options: EngineOptions, kind: EngineName = "auto", max_batch: int = STAGED_FROM_BATCH
 ) -> VoiceEngine:
     """The engine for ``voice`` (see :func:`wants_staged`).
 

@@ -6,11 +6,11 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
 import onnxruntime as ort
 
+from synthesis.gpus import gpu_count, gpu_present
 from ttsfarm.errors import DeviceUnavailable
 
 log = logging.getLogger(__name__)
@@ -25,14 +25,13 @@ CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
 NHWC: Final = ("prefer_nhwc", "1")
 """The CUDA provider option that runs convolutions in NHWC (``TTSFARM_CUDA_LAYOUT=nhwc``)."""
-CUDA_DEFAULTS: Final = (
-    ("cudnn_conv_algo_search", "HEURISTIC"),
-    ("arena_extend_strategy", "kSameAsRequested"),
-)
+CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
 """``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
-even with one shape per session (docs/benchmarks.md). A session's own arena grows by what a run
-asks for, not by doubling (ORT's default): every session of the staged engine sees one shape,
-so its arena is sized once, at its first run or capture, and a doubling would stay unused."""
+even with one shape per session (docs/benchmarks.md)."""
+FIXED_SHAPE_ARENA: Final = ("arena_extend_strategy", "kSameAsRequested")
+"""For sessions that only ever see one shape (the staged engine's): their own arena grows by what
+a run asks for, not by doubling (ORT's default), since it is sized once, at the first run or
+capture (NHWC at batch 32: 69,181 MiB against 73,863 MiB after prepare, run 17)."""
 SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
 INITIALIZERS_OFF_ARENA_CONFIG: Final = "session.use_device_allocator_for_initializers"
 ARENA_SHRINKAGE_CONFIG: Final = "memory.enable_memory_arena_shrinkage"
@@ -52,46 +51,6 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def gpu_count() -> int:
-    """GPUs the NVIDIA driver reports on this machine (0 without the driver)."""
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return sum(1 for _ in gpus.iterdir()) if gpus.is_dir() else 0
-
-
-def gpu_present() -> bool:
-    """True when an NVIDIA driver reports at least one GPU on this machine."""
-    return gpu_count() > 0
-
-
-def nvml_index(cuda_device: int, visible: str | None) -> int:
-    """NVML numbers every GPU of the host; CUDA only those in ``CUDA_VISIBLE_DEVICES``."""
-    if not visible:
-        return cuda_device
-    listed = [entry.strip() for entry in visible.split(",")]
-    if cuda_device < len(listed) and listed[cuda_device].isdigit():
-        return int(listed[cuda_device])
-    return cuda_device  # UUIDs or a short list: the best guess is the same number
-
-
-def gpu_memory_bytes(cuda_device: int) -> int | None:
-    """Total memory of CUDA device ``cuda_device`` through NVML, the NVIDIA driver's own library;
-    ``None`` without a GPU, or where NVML cannot say."""
-    if not gpu_present():
-        return None
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-        try:
-            index = nvml_index(cuda_device, os.environ.get("CUDA_VISIBLE_DEVICES"))
-            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).total)
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError as error:
-        log.warning("the memory of GPU %d is unknown (%s)", cuda_device, error)
-        return None
 
 
 def wants_cuda(provider: Provider) -> bool:

@@ -57,6 +57,7 @@ from synthesis.engine import (
 from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import (
+    FIXED_SHAPE_ARENA,
     NHWC,
     CudaOptions,
     Precision,
@@ -222,10 +223,12 @@ class StagedEngine(EngineBasics):
         self._waveform = convert_to_fp16(stages.waveform, whole_graph=True) if half else None
         self._device = "cuda" if use_cuda else "cpu"
         front_cuda, waveform_cuda = stage_cuda_options(options, self.graphs)
-        self._front_providers = providers_for(use_cuda, options.device_id, front_cuda)
-        captured_front = (*front_cuda, *GRAPH_OPTIONS)
+        self._arena: CudaOptions = (FIXED_SHAPE_ARENA,) if self.buckets else ()
+        """Every session sees one shape with buckets: its own arena needs no room to grow."""
+        self._front_providers = providers_for(use_cuda, options.device_id, (*self._arena, *front_cuda))
+        captured_front = (*self._arena, *front_cuda, *GRAPH_OPTIONS)
         self._front_graph_providers = providers_for(use_cuda, options.device_id, captured_front)
-        self._waveform_providers = providers_for(use_cuda, options.device_id, waveform_cuda)
+        self._waveform_providers = providers_for(use_cuda, options.device_id, (*self._arena, *waveform_cuda))
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
         own_arenas = NHWC in waveform_cuda or options.capture_front
         shared = self.graphs and not own_arenas and share_gpu_arena(options.device_id, "graphs")
@@ -645,7 +648,7 @@ class StagedEngine(EngineBasics):
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
             self.graphs = False  # it was True, so this is CUDA
             plain = stage_cuda_options(self.options, graphs=False).waveform
-            self._waveform_providers = providers_for(True, self.options.device_id, plain)
+            self._waveform_providers = providers_for(True, self.options.device_id, (*self._arena, *plain))
             session = self._build(fixed, self._graph_options, self._waveform_providers)
         inputs = {name: self._buffer(shape, types[name]) for name, shape in dims.items()}
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)

@@ -9,13 +9,13 @@ import onnxruntime as ort
 import pytest
 
 from synthesis.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
+from synthesis.gpus import gpu_present
 from synthesis.graph import expose_durations
 from synthesis.phonemes import Phonemizer
 from synthesis.sessions import (
     CUDA,
     build_session,
     check_device,
-    gpu_present,
     providers_for,
     session_options,
     wants_cuda,

@@ -11,7 +11,8 @@ import pytest
 
 from producer import Client
 from synthesis.build import engine_options, waveform_layout
-from synthesis.sessions import NHWC, gpu_present
+from synthesis.gpus import gpu_present
+from synthesis.sessions import NHWC
 from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
 from ttsfarm.settings import Settings
 
@@ -47,11 +48,11 @@ def test_the_cuda_layout_reaches_the_engine_as_a_waveform_provider_option() -> N
     assert nhwc.waveform_cuda_options == (("prefer_nhwc", "1"),)
 
 
-def test_auto_takes_nhwc_only_where_the_gpu_has_room_for_it() -> None:
+def test_auto_takes_nhwc_only_where_the_gpu_has_room_for_it_free() -> None:
     gib = 2**30
-    assert waveform_layout("auto", 32, 141 * gib) == (NHWC,)  # an H200
+    assert waveform_layout("auto", 32, 140 * gib) == (NHWC,)  # an H200 with nothing else on it
     assert waveform_layout("auto", 32, 80 * gib) == ()  # peaks of 76-83 GB would not fit
-    assert waveform_layout("auto", 64, 141 * gib) == ()  # batch 64 ran an H200 out of memory
+    assert waveform_layout("auto", 64, 140 * gib) == ()  # NHWC was never measured past 32 rows
     assert waveform_layout("auto", 8, None) == ()  # NVML could not say
     assert waveform_layout("nhwc", 64, None) == (NHWC,)  # as set, whatever the GPU
     assert waveform_layout("nchw", 32, 141 * gib) == ()

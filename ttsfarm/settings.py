@@ -81,9 +81,10 @@ class Settings:
     """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``,
     ``nhwc`` (onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its own:
     1.07-1.17x in the farm, exact lengths, for 2.5-3x the GPU memory), or ``auto``: NHWC where the
-    GPU has room for it (``synthesis.build.waveform_layout``), else NCHW; see docs/benchmarks.md,
-    runs 13 and 17. The stages that predict the durations, and the single-session engine, always
-    run ``nchw``: NHWC changes the durations, and so the lengths."""
+    GPU has room for it when the engine loads (``synthesis.build.waveform_layout``), else NCHW;
+    see docs/benchmarks.md, runs 13 and 17. Several workers on one GPU: set ``nchw``. The stages
+    that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
+    the durations, and so the lengths."""
     capture_front: bool = False
     """Opt-in: the staged engine's front (text encoder and duration predictor) replayed as a
     CUDA graph too, its graph rewritten for it (``synthesis.front_graph``), on a thread of its

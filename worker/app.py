@@ -46,8 +46,7 @@ def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) 
     tied to one :class:`WorkerResources` (``resources_of(app)``), whose synthesizer ``build`` makes."""
     if not settings.farm_mode:
         raise SettingsError(NO_BROKER_MESSAGE)
-    if settings.prewarm is None:
-        settings = replace(settings, prewarm=True)  # a farm worker builds its GPU sessions before jobs come
+    settings = prewarmed(settings)
     app = make_celery(settings)
     resources = WorkerResources(settings, app, build)
     app.ttsfarm_resources = resources
@@ -58,6 +57,12 @@ def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) 
     if not any(isinstance(f, _HandBackInOneLine) for f in trace_log.filters):
         trace_log.addFilter(_HandBackInOneLine())
     return app
+
+
+def prewarmed(settings: Settings) -> Settings:
+    """A farm worker's settings: unless set otherwise, it builds its GPU sessions and graphs
+    before the first job comes."""
+    return replace(settings, prewarm=True) if settings.prewarm is None else settings
 
 
 def resources_of(app: Celery) -> WorkerResources:

@@ -35,7 +35,7 @@ from synthesis.build import build_synthesizer, consumer_synthesizer
 from synthesis.engine_host import EngineHost
 from ttsfarm.farm.celeryconf import worker_nodes
 from ttsfarm.settings import Settings
-from worker.app import default_hostname, run_worker
+from worker.app import default_hostname, prewarmed, run_worker
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,7 @@ def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str
     """Load the engine here, serve it to ``settings.consumers`` consumer processes until they
     stop; the exit status for the command (0 after a requested stop, 1 if a consumer failed)."""
     logging.basicConfig(level=loglevel.upper(), format="[%(asctime)s: %(levelname)s/engine-host] %(message)s")
-    if settings.prewarm is None:
-        settings = replace(settings, prewarm=True)  # as make_app: graphs built before the first job
+    settings = prewarmed(settings)
     synthesizer = build_synthesizer(settings)
     try:
         engine = synthesizer.batcher.engine(synthesizer.voice(settings.voice))

@@ -23,7 +23,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from synthesis.sessions import nvml_index
+from synthesis.gpus import nvml_index
 from ttsfarm.errors import SettingsError
 
 if TYPE_CHECKING:

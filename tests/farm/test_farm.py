@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from producer import Client, JobFailed, JobSpec
+from synthesis.gpus import gpu_present
 from synthesis.pipeline import Synthesizer
-from synthesis.sessions import gpu_present
 from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, broken_voice, farm_env, free_port, wait_for
 from ttsfarm.cli import main

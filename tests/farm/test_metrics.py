@@ -10,7 +10,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from producer import Client, JobFailed
-from synthesis.sessions import nvml_index
+from synthesis.gpus import nvml_index
 from tests.farm.conftest import WorkerProcess, broken_voice, farm_env, free_port
 from ttsfarm.errors import SettingsError
 from worker.metrics import JOB_SECONDS_BUCKETS

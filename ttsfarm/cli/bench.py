@@ -67,7 +67,8 @@ def bench(
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():
         raise click.UsageError(f"no text to benchmark with: {path} does not exist (give --text FILE)")
-    options = engine_options(settings.with_options(provider=provider, precision=precision))
+    largest = max(_sizes(batch_sizes or DEFAULT_GPU_SIZES))  # the layout must hold the largest batch
+    options = engine_options(settings.with_options(provider=provider, precision=precision), largest)
     if buckets is not None:
         options = dataclasses.replace(options, shape_buckets=buckets)
     engine = load_engine(
@@ -76,7 +77,7 @@ def bench(
     items = corpus_items(engine.voice, path.read_text(encoding="utf-8"), settings.max_phoneme_ids)
     sizes = _sizes(batch_sizes or (DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES))
     click.echo(
-        f"{engine.voice.name} on {engine.provider}, {engine.precision}, {type(engine).__name__}, "
+        f"{engine.voice.name} on {engine.provider}, {engine.precision}, {engine.kind}, "
         f"buckets {'on' if engine.buckets else 'off'}; {len(items)} segments from {path}"
     )
     probe = short_latency(engine, short_runs)
@@ -91,7 +92,7 @@ def bench(
         data = {
             "provider": engine.provider,
             "precision": engine.precision,
-            "engine": type(engine).__name__,
+            "engine": engine.kind,
             "buckets": engine.buckets,
             "segments": len(items),
             "short_p50_ms": probe.p50_ms,

@@ -241,9 +241,10 @@ def worker(
     # A GPU asked for by number: the worker runs on it or stops.
     provider = "cpu" if cpu else "cuda" if gpu is not None else None
     settings = settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency, consumers=consumers)
-    # The engine loads before Celery sets up its logging: at --loglevel, not the command's
-    # default of warnings only, so that the log says which device, precision and layout it took.
-    logging.getLogger().setLevel(loglevel.upper())
+    # The engine loads before Celery sets up its logging: at --loglevel (or -v's, if lower), not
+    # the command's default of warnings only, so that the log says which device and layout it took.
+    root = logging.getLogger()
+    root.setLevel(min(root.level, logging.getLevelName(loglevel.upper())))
     if settings.consumers > 1:
         sys.exit(run_consumers(settings, hostname, loglevel))
     run_worker(settings, hostname, loglevel)
