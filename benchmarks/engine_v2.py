@@ -256,6 +256,9 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="an onnxruntime CUDA provider option for the waveform sessions (repeatable; experiments)",
     )
+    parser.add_argument(
+        "--fused-layer-norms", action="store_true", help="v2's front with its layer norms fused (experiment)"
+    )
     parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
@@ -283,6 +286,7 @@ def main() -> None:
         concurrent_runs=THREADS,
         waveform_cuda_options=(*CUDA_LAYOUTS[args.layout], *extra_cuda),
         capture_front=args.front == "captured",
+        fused_layer_norms=args.fused_layer_norms,
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 

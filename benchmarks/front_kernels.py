@@ -6,7 +6,7 @@ time in, at one batch of corpus segments: the kernels' own times, from CUDA's pr
 Needs PyTorch with CUDA beside onnxruntime-gpu (not a dependency of ttsfarm): its profiler
 (Kineto, through CUPTI) records every kernel the process launches, onnxruntime's included.
 Prints the kernels by total GPU time and the front's GPU time per run against its wall time;
-writes DIR/front_kernels.json.
+writes DIR/front_kernels.json (front_kernels-fused.json with --fused-layer-norms).
 """
 
 from __future__ import annotations
@@ -55,10 +55,12 @@ def busy_us(kernels: list[Any]) -> float:
     return busy
 
 
-def whole_engine(voice: Voice, items: list[EngineItem], batches: int) -> dict[str, float]:
+def whole_engine(voice: Voice, items: list[EngineItem], batches: int, fused: bool) -> dict[str, float]:
     """The engine as a GPU worker runs it (NHWC waveform, 3 threads, batches of 32 grouped by
     length): how much of the wall time the GPU was busy."""
-    options = EngineOptions(provider="cuda", concurrent_runs=THREADS, waveform_cuda_options=(NHWC,))
+    options = EngineOptions(
+        provider="cuda", concurrent_runs=THREADS, waveform_cuda_options=(NHWC,), fused_layer_norms=fused
+    )
     engine = StagedEngine(voice, options)
     engine.prepare([32])
     pool = [items[index % len(items)] for index in range(32 * batches)]
@@ -83,6 +85,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--engine-batches", type=int, default=30, help="0: the front only")
+    parser.add_argument("--fused-layer-norms", action="store_true", help="layer norms fused (experiment)")
     args = parser.parse_args()
     try:
         import torch
@@ -91,7 +94,9 @@ def main() -> None:
     torch.cuda.init()
     args.out.mkdir(parents=True, exist_ok=True)
     voice = resolve_voice("joe")
-    engine = StagedEngine(voice, EngineOptions(provider="cuda", warmup=False, shape_buckets=True))
+    fused = args.fused_layer_norms
+    options = EngineOptions(provider="cuda", warmup=False, shape_buckets=True, fused_layer_norms=fused)
+    engine = StagedEngine(voice, options)
     items = sorted(corpus_items(voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids))
     middle = items[len(items) // 2 : len(items) // 2 + 32]
     batch = [middle[row % len(middle)] for row in range(args.rows)]
@@ -122,8 +127,9 @@ def main() -> None:
         ],
     }
     if args.engine_batches:
-        result["engine"] = whole_engine(voice, items, args.engine_batches)
-    (args.out / "front_kernels.json").write_text(json.dumps(result, indent=1))
+        result["engine"] = whole_engine(voice, items, args.engine_batches, fused)
+    name = "front_kernels-fused.json" if fused else "front_kernels.json"
+    (args.out / name).write_text(json.dumps(result, indent=1))
     print({key: value for key, value in result.items() if key != "top"}, flush=True)
     for row in result["top"]:
         share = f"{row['share']:6.1%}"

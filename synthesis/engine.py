@@ -136,6 +136,10 @@ class EngineOptions:
     """The staged engine, with buckets: its front rewritten (``synthesis.front_graph``), run on
     its own thread with fixed buffers, and on CUDA captured as a CUDA graph (every captured
     graph then keeps an arena of its own); off: plain front sessions in the caller's thread."""
+    fused_layer_norms: bool = False
+    """Experimental, for the staged engine on CUDA: its front's spelled-out layer norms as
+    single nodes (``synthesis.layer_norms``). 1.09x engine alone on an H200, but 9 of 79 corpus
+    segments came out a different length from the fp32 reference (run 20), so it is off."""
     max_batch_frames: int = MAX_BATCH_FRAMES
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None

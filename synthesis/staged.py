@@ -34,7 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -55,6 +55,7 @@ from synthesis.engine import (
     warmup_ids,
 )
 from synthesis.front_graph import FRONT_NOISE, capturable_front
+from synthesis.layer_norms import with_fused_layer_norms
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import (
     FIXED_SHAPE_ARENA,
@@ -217,6 +218,8 @@ class StagedEngine(EngineBasics):
         self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
         """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
         stages = split_voice(onnx.load(str(voice.model_path)))
+        if use_cuda and options.fused_layer_norms:  # experimental: lengths move (run 20)
+            stages = replace(stages, front=with_fused_layer_norms(stages.front)[0])
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"

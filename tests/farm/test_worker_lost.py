@@ -32,7 +32,7 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
     with Client(settings) as client, job_folder(str(temp)) as live:
-        job_id = client.submit(EXAMPLE[:1200])
+        job_id = client.submit(EXAMPLE[:3000])  # long enough to be running when it is looked at
         wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
         assert client.status(job_id).state == "running"
         left = {p.name for p in temp.glob(f"{TEMP_PREFIX}*")} - {live.name, f"{live.name}{LOCK_SUFFIX}"}
