@@ -22,10 +22,11 @@ from typing import Any, Final
 from urllib.parse import unquote
 
 import ebooklib
+from bs4 import BeautifulSoup
 from ebooklib import epub
 
 from ttsfarm.audiobook.book import Book, BookInfo, Chapter, Cover, Row, stem_title
-from ttsfarm.audiobook.html import Block, html_blocks, parse_html
+from ttsfarm.audiobook.html import Block, parse_html, soup_blocks
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import SynthesisOptions
 
@@ -60,8 +61,9 @@ def read_epub_book(path: str, defaults: SynthesisOptions, title: str | None = No
     chapters: list[tuple[str | None, bool, int, list[Block]]] = []
     for position, item in enumerate(_spine_documents(book), start=1):
         name = _normal(item.get_name())
-        blocks = html_blocks(item.get_content())
-        marked_front = name in front or _typed_front(item.get_content())
+        soup = parse_html(item.get_content())  # once: books' documents can be long
+        blocks = soup_blocks(soup)
+        marked_front = name in front or _typed_front(soup)
         here = [entry for entry in entries if entry.file == name]
         for piece_title, piece in _cut(blocks, here):
             if chapters and not any(b.text for b in chapters[-1][3]):
@@ -192,9 +194,8 @@ def _front_files(book: Any) -> set[str]:
     return front
 
 
-def _typed_front(content: bytes) -> bool:
+def _typed_front(soup: BeautifulSoup) -> bool:
     """Whether the document's body (or its first section) says it is front or back matter."""
-    soup = parse_html(content)
     body = soup.body
     if body is None:
         return False

@@ -76,7 +76,11 @@ def parse_html(markup: str | bytes) -> BeautifulSoup:
 
 def html_blocks(markup: str | bytes) -> list[Block]:
     """The blocks of an HTML or XHTML document, notes and page numbers left out."""
-    soup = parse_html(markup)
+    return soup_blocks(parse_html(markup))
+
+
+def soup_blocks(soup: BeautifulSoup) -> list[Block]:
+    """The blocks of a parsed document (:func:`parse_html`), which is read, not changed."""
     root = soup.body or soup
     walker = _Walker()
     walker.walk(root)
