@@ -41,6 +41,7 @@ class EngineHost:
         self._listener = Listener(self.address, FAMILY, authkey=self.authkey)
         self._links: list[_Link] = []
         self._links_lock = threading.Lock()
+        self._closed = False
         self._batches = 0
         batcher.observe(self._batch_ran)
         self._acceptor = threading.Thread(target=self._accept, name="ttsfarm-engine-host", daemon=True)
@@ -50,6 +51,7 @@ class EngineHost:
         """Stop taking consumers and close every link (the batcher is the caller's to close)."""
         self._listener.close()
         with self._links_lock:
+            self._closed = True
             links, self._links = self._links, []
         for link in links:
             link.close()
@@ -66,7 +68,12 @@ class EngineHost:
                 continue
             link = _Link(connection, self)
             with self._links_lock:
-                self._links.append(link)
+                closed = self._closed  # a link accepted as the host closed is closed too
+                if not closed:
+                    self._links.append(link)
+            if closed:
+                link.close()
+                return
 
     def _batch_ran(self, lengths: Any, seconds: float) -> None:
         """Each batch is told to one consumer, in turn: their metrics then add up to the engine's."""
