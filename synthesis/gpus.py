@@ -31,22 +31,38 @@ def nvml_index(cuda_device: int, visible: str | None) -> int:
     return cuda_device  # UUIDs or a short list: the best guess is the same number
 
 
+class GpuMemory:
+    """Memory of one GPU through NVML, the NVIDIA driver's own library."""
+
+    def __init__(self, cuda_device: int) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self.index = nvml_index(cuda_device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+
+    def read(self) -> tuple[int, int]:
+        """(used, total) bytes on the device, from every process on it."""
+        info = self._nvml.nvmlDeviceGetMemoryInfo(self._handle)
+        return int(info.used), int(info.total)
+
+    def free(self) -> int:
+        """Bytes free on the device now."""
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
+
+
 def free_gpu_memory(cuda_device: int) -> int | None:
-    """Bytes free on CUDA device ``cuda_device`` now, through NVML, the NVIDIA driver's own
-    library; ``None`` without a GPU, where ``CUDA_VISIBLE_DEVICES`` names devices by UUID or MIG
-    instance (NVML's numbers would then be a guess), or where NVML cannot say."""
+    """Bytes free on CUDA device ``cuda_device`` now (:class:`GpuMemory`); ``None`` without a
+    GPU, where ``CUDA_VISIBLE_DEVICES`` names devices by UUID or MIG instance (NVML's numbers
+    would then be a guess), or where NVML cannot say."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not gpu_present() or (visible and not all(entry.strip().isdigit() for entry in visible.split(","))):
         return None
     import pynvml
 
     try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(cuda_device, visible))
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free)
-        finally:
-            pynvml.nvmlShutdown()
+        return GpuMemory(cuda_device).free()
     except pynvml.NVMLError as error:
         log.warning("the free memory of GPU %d is unknown (%s)", cuda_device, error)
         return None

@@ -16,7 +16,7 @@ the fp32 reference (run 20; on the CPU all 79 matched).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeGuard
 
 import numpy as np
 import onnx
@@ -102,7 +102,7 @@ def _chain(
         value = initializers.get(name)
         return float(value) if value is not None and value.size == 1 else None
 
-    def last_axis_mean(node: onnx.NodeProto | None) -> bool:
+    def last_axis_mean(node: onnx.NodeProto | None) -> TypeGuard[onnx.NodeProto]:
         if node is None or node.op_type != "ReduceMean" or len(node.input) != 1:
             return False
         attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -115,12 +115,12 @@ def _chain(
         return None
     source = difference.input[0]
     mean = producers.get(difference.input[1])
-    if not last_axis_mean(mean) or mean is None or mean.input[0] != source:
+    if not last_axis_mean(mean) or mean.input[0] != source:
         return None
     if len(consumers.get(mean.output[0], [])) != 1:
         return None
     variance = only(power.output[0], "ReduceMean")
-    if not last_axis_mean(variance) or variance is None:
+    if not last_axis_mean(variance):
         return None
     plus_epsilon = only(variance.output[0], "Add")
     if plus_epsilon is None or plus_epsilon.input[0] != variance.output[0]:

@@ -231,7 +231,8 @@ class StagedEngine(EngineBasics):
         self._front_providers = providers_for(use_cuda, options.device_id, (*self._arena, *front_cuda))
         captured_front = (*self._arena, *front_cuda, *GRAPH_OPTIONS)
         self._front_graph_providers = providers_for(use_cuda, options.device_id, captured_front)
-        self._waveform_providers = providers_for(use_cuda, options.device_id, (*self._arena, *waveform_cuda))
+        self._waveform_cuda: CudaOptions = (*self._arena, *waveform_cuda)
+        """The waveform sessions' CUDA options (see :meth:`_waveform_providers`)."""
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
         own_arenas = NHWC in waveform_cuda or options.capture_front
         shared = self.graphs and not own_arenas and share_gpu_arena(options.device_id, "graphs")
@@ -575,7 +576,7 @@ class StagedEngine(EngineBasics):
         self._expand.run_with_iobinding(expand)
         if self._waveform_dynamic is None:
             model = self._waveform or self._waveform_fp32
-            built = self._build(model.SerializeToString(), self._front_options, self._waveform_providers)
+            built = self._build(model.SerializeToString(), self._front_options, self._waveform_providers())
             self._waveform_dynamic = built
         binding = self._waveform_dynamic.io_binding()
         for name, value in zip(outputs, expand.get_outputs(), strict=True):
@@ -644,34 +645,26 @@ class StagedEngine(EngineBasics):
                 types[value.name] = tensor.elem_type
         fixed = with_fixed_inputs(model, dims).SerializeToString()
         try:
-            session = self._build(fixed, self._graph_options, self._slot_providers(fp32))
+            session = self._build(fixed, self._graph_options, self._waveform_providers(fp32))
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not self.graphs or is_out_of_memory(error):
                 raise
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
             self.graphs = False  # it was True, so this is CUDA
-            plain = stage_cuda_options(self.options, graphs=False).waveform
-            self._waveform_providers = providers_for(True, self.options.device_id, (*self._arena, *plain))
-            session = self._build(fixed, self._graph_options, self._slot_providers(fp32))
+            self._waveform_cuda = (*self._arena, *stage_cuda_options(self.options, graphs=False).waveform)
+            session = self._build(fixed, self._graph_options, self._waveform_providers(fp32))
         inputs = {name: self._buffer(shape, types[name]) for name, shape in dims.items()}
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
         audio_shape = (rows, *[1] * (rank - 2), frames * self.voice.hop_length)
         output = self._buffer(audio_shape, onnx.TensorProto.FLOAT)
         return WaveformSlot(session, _bound(session, inputs, {AUDIO_OUTPUT: output}), inputs, output, fp32)
 
-    def _slot_providers(self, fp32: bool) -> list[Any]:
+    def _waveform_providers(self, fp32: bool = False) -> list[Any]:
         """The waveform sessions' providers; an fp32 slot's in NCHW whatever the layout: it is
         cuDNN's fallback where fp16 has no plan (1 to 4 rows), and in NHWC it gave wrong audio
         for single items (run 11)."""
-        if not fp32:
-            return self._waveform_providers
-        without_nhwc = []
-        for provider in self._waveform_providers:  # (CUDA, its options), then the CPU's name
-            if isinstance(provider, tuple):
-                name, options = provider
-                provider = (name, {key: value for key, value in options.items() if (key, value) != NHWC})
-            without_nhwc.append(provider)
-        return without_nhwc
+        options = tuple(option for option in self._waveform_cuda if not (fp32 and option == NHWC))
+        return providers_for(self._device == "cuda", self.options.device_id, options)
 
     def _buffer(self, shape: Sequence[int], elem_type: int) -> ort.OrtValue:
         """A buffer on the engine's device that a slot's session reads or writes at every run."""

@@ -12,7 +12,6 @@ memory, text-pool restarts) is read at scrape time by :class:`_WorkerCollector`.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -23,7 +22,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from synthesis.gpus import nvml_index
+from synthesis.gpus import GpuMemory
 from ttsfarm.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -138,23 +137,6 @@ class WorkerMetrics:
                 "worker of a host its own TTSFARM_METRICS_PORT, or 0 to turn metrics off"
             ) from None
         log.info("metrics at http://%s:%d/metrics", address, port)
-
-
-class GpuMemory:
-    """Memory of one GPU through NVML, the NVIDIA driver's own library."""
-
-    def __init__(self, cuda_device: int) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self.index = nvml_index(cuda_device, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
-
-    def read(self) -> tuple[int, int]:
-        """(used, total) bytes on the device, from every process on it."""
-        info = self._nvml.nvmlDeviceGetMemoryInfo(self._handle)
-        return int(info.used), int(info.total)
 
 
 class _WorkerCollector(Collector):

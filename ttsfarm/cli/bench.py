@@ -67,7 +67,8 @@ def bench(
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():
         raise click.UsageError(f"no text to benchmark with: {path} does not exist (give --text FILE)")
-    largest = max(_sizes(batch_sizes or DEFAULT_GPU_SIZES))  # the layout must hold the largest batch
+    given = _sizes(batch_sizes) if batch_sizes else None
+    largest = max(given or _sizes(DEFAULT_GPU_SIZES))  # the GPU's layout must hold the largest batch
     options = engine_options(settings.with_options(provider=provider, precision=precision), largest)
     if buckets is not None:
         options = dataclasses.replace(options, shape_buckets=buckets)
@@ -75,7 +76,7 @@ def bench(
         resolve_voice(voice or settings.voice, settings.voices_dir), options, settings.engine
     )
     items = corpus_items(engine.voice, path.read_text(encoding="utf-8"), settings.max_phoneme_ids)
-    sizes = _sizes(batch_sizes or (DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES))
+    sizes = given or _sizes(DEFAULT_GPU_SIZES if engine.on_gpu else DEFAULT_CPU_SIZES)
     click.echo(
         f"{engine.voice.name} on {engine.provider}, {engine.precision}, {engine.kind}, "
         f"buckets {'on' if engine.buckets else 'off'}; {len(items)} segments from {path}"
