@@ -7,6 +7,8 @@
     python benchmarks/engine_v2.py --engine v2 --out DIR --front captured   # TTSFARM_CAPTURE_FRONT=on
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
     python benchmarks/engine_v2.py --engine v2 --out DIR --name fused --cuda-option fuse_conv_bias=1
+    python benchmarks/engine_v2.py --engine v2 --out DIR --name exported --exported-positions
+    python benchmarks/engine_v2.py --engine v2 --out DIR --name fine --fine-frame-buckets
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
@@ -14,9 +16,10 @@ DIR/engine_ENGINE.json as soon as it is done:
 
 - ``load``: the engine's load and ``prepare`` (sessions built, graphs captured) for the sizes;
 - ``accuracy``: with noise off, every corpus segment in batches of 32 against the fp32
-  single-session engine with the same padded shapes: item lengths must be identical, and the
-  log-mel distance is reported (docs/benchmarks.md holds fp16 to at most 0.015); and every
-  segment alone against the reference, with how many one-row buckets fell back to fp32;
+  single-session engine with the same padded shapes, on the voice's graph as exported: item
+  lengths must be identical, and the log-mel distance is reported (docs/benchmarks.md holds
+  fp16 to at most 0.015); and every segment alone against the reference, with how many
+  one-row buckets fell back to fp32;
 - ``concurrency bN``: with noise off, corpus batches run by 3 threads at once, five times,
   against the same batches run one at a time: every item's length must be the same, with no
   errors (a check that the stages do not overwrite each other's buffers);
@@ -72,6 +75,7 @@ QUALITY_TEXTS = HERE / "quality_texts.txt"
 EXACT = Scales(0.0, 1.0, 0.0)
 SEED = 7
 THREADS = 3
+FINE_FRAME_BUCKETS = (*range(64, 512 + 1, 32), 576, 640, 704, 768, 896, 1024, 1280, 1536)
 
 
 class Results:
@@ -261,6 +265,16 @@ def main() -> None:
     parser.add_argument(
         "--fused-layer-norms", action="store_true", help="v2's front with its layer norms fused (experiment)"
     )
+    parser.add_argument(
+        "--exported-positions",
+        action="store_true",
+        help="the text encoder's relative positions as the voice exports them (before the gathers)",
+    )
+    parser.add_argument(
+        "--fine-frame-buckets",
+        action="store_true",
+        help="frames every 32 to 512, every 64 to 768 (experiment: less padding, more graphs)",
+    )
     parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
@@ -289,6 +303,8 @@ def main() -> None:
         waveform_cuda_options=(*CUDA_LAYOUTS[args.layout], *extra_cuda),
         capture_front=args.front == "captured",
         fused_layer_norms=args.fused_layer_norms,
+        gathered_positions=not args.exported_positions,
+        frame_buckets=FINE_FRAME_BUCKETS if args.fine_frame_buckets else (),
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 
@@ -311,7 +327,7 @@ def main() -> None:
         }
 
     results.section("load", load)
-    exact = EngineOptions(provider=provider, precision="fp32", shape_buckets=True)
+    exact = EngineOptions(provider=provider, precision="fp32", shape_buckets=True, gathered_positions=False)
     results.section("accuracy", lambda: accuracy(engines, Engine.load(voice, exact), items))
     engine = engines[label]
     for size in args.sizes:

@@ -136,10 +136,17 @@ class EngineOptions:
     """The staged engine, with buckets: its front rewritten (``synthesis.front_graph``), run on
     its own thread with fixed buffers, and on CUDA captured as a CUDA graph (every captured
     graph then keeps an arena of its own); off: plain front sessions in the caller's thread."""
+    gathered_positions: bool = True
+    """The text encoder's relative-position pads and slices as one ``Gather`` each
+    (``synthesis.relative_positions``): the same outputs to the bit, fewer copies on the GPU.
+    Off only to compare with the voice's graph as exported."""
     fused_layer_norms: bool = False
     """Experimental, for the staged engine on CUDA: its front's spelled-out layer norms as
     single nodes (``synthesis.layer_norms``). 1.09x engine alone on an H200, but 9 of 79 corpus
     segments came out a different length from the fp32 reference (run 20), so it is off."""
+    frame_buckets: tuple[int, ...] = ()
+    """The staged engine's decoder lengths in frames, ascending (empty: its own
+    ``FRAME_BUCKETS``). Finer buckets pad less and capture more graphs (an experiment)."""
     max_batch_frames: int = MAX_BATCH_FRAMES
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None
@@ -163,15 +170,19 @@ class EditedModels:
     """The name of the durations output."""
 
 
-def edit_model(voice: Voice, buckets: bool, fp16: bool) -> EditedModels:
-    """Load and edit the voice's graph (``synthesis.graph``, ``synthesis.precision``); onnx is
-    imported here, so a CPU engine that never batches does not pay for it."""
+def edit_model(voice: Voice, buckets: bool, fp16: bool, gathered_positions: bool = True) -> EditedModels:
+    """Load and edit the voice's graph (``synthesis.graph``, ``synthesis.relative_positions``,
+    ``synthesis.precision``); onnx is imported here, so a CPU engine that never batches does
+    not pay for it."""
     import onnx
 
     from synthesis.graph import add_frame_floor, expose_durations
     from synthesis.precision import convert_to_fp16
+    from synthesis.relative_positions import with_gathered_relative_positions
 
     model = onnx.load(str(voice.model_path))
+    if gathered_positions:
+        model = with_gathered_relative_positions(model)[0]
     durations = expose_durations(model)
     if buckets:
         add_frame_floor(model, FRAME_STEP)
@@ -381,7 +392,8 @@ class Engine(EngineBasics):
             return self._edited
         with self._edit_lock:
             if self._edited is None:
-                self._edited = edit_model(self.voice, self.buckets, self.precision == "fp16")
+                fp16, gathered = self.precision == "fp16", self.options.gathered_positions
+                self._edited = edit_model(self.voice, self.buckets, fp16, gathered)
             return self._edited
 
     def _plain(self) -> ort.InferenceSession:

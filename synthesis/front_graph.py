@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import consumers_of
+from synthesis.graph import consumers_of, drop_unused_nodes
 from synthesis.stages import NOISE_OP, UnsupportedGraph
 
 FRONT_NOISE: Final = "stage/duration_noise"
@@ -104,7 +104,7 @@ def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
         index = list(graph.node).index(node)
         graph.node.remove(node)
         graph.node.insert(index, helper.make_node("Constant", [], [node.output[0]], value=value))
-    _drop_unused(graph)
+    drop_unused_nodes(graph)
     return folded
 
 
@@ -177,7 +177,7 @@ def with_dense_masks(front: onnx.ModelProto, known: Inferred | None = None) -> o
         if _strip_expand(mask, producers) not in gather_masks:  # only if both use one mask
             raise UnsupportedGraph(f"{scatter.name}: scatters by a mask that no gather used")
         _replace_scatter(graph, names, scatter, bool_mask)
-    _drop_unused(graph)
+    drop_unused_nodes(graph)
     return model
 
 
@@ -242,18 +242,6 @@ def _where_zero(
 
 def _insert_before(graph: onnx.GraphProto, before: onnx.NodeProto, node: onnx.NodeProto) -> None:
     graph.node.insert(list(graph.node).index(before), node)
-
-
-def _drop_unused(graph: onnx.GraphProto) -> None:
-    """Remove nodes none of whose outputs is read (the ``NonZero`` and their ``Transpose``)."""
-    outputs = {value.name for value in graph.output}
-    while True:
-        read = {name for node in graph.node for name in node.input} | outputs
-        unused = [node for node in graph.node if not any(out in read for out in node.output)]
-        if not unused:
-            return
-        for node in unused:
-            graph.node.remove(node)
 
 
 class _NameMaker:

@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from synthesis.buckets import MIN_FRAMES_INPUT
 
@@ -74,3 +76,33 @@ def consumers_of(nodes: Iterable[onnx.NodeProto]) -> dict[str, list[onnx.NodePro
         for name in node.input:
             found.setdefault(name, []).append(node)
     return found
+
+
+def drop_unused_nodes(graph: onnx.GraphProto) -> None:
+    """Remove the nodes none of whose outputs is read, until none is left."""
+    outputs = {value.name for value in graph.output}
+    while True:
+        read = {name for node in graph.node for name in node.input} | outputs
+        unused = [node for node in graph.node if not any(out in read for out in node.output)]
+        if not unused:
+            return
+        for node in unused:
+            graph.node.remove(node)
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """A graph's nodes by what they write and read, and its constant tensors, for matching."""
+
+    producers: dict[str, onnx.NodeProto]
+    consumers: dict[str, list[onnx.NodeProto]]
+    constants: dict[str, np.ndarray]
+    """The initializers' values, by name."""
+
+    @classmethod
+    def of(cls, graph: onnx.GraphProto) -> GraphView:
+        return cls(
+            {output: node for node in graph.node for output in node.output},
+            consumers_of(graph.node),
+            {init.name: numpy_helper.to_array(init) for init in graph.initializer},
+        )

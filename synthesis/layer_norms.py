@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeGuard
 
-import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from synthesis.graph import consumers_of
+from synthesis.graph import GraphView
 
 LAYER_NORM_OPSET: Final = 17
 
@@ -44,14 +43,9 @@ def with_fused_layer_norms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     fused = onnx.ModelProto()
     fused.CopyFrom(model)
     graph = fused.graph
-    initializers = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
-    producers = {output: node for node in graph.node for output in node.output}
-    consumers = consumers_of(graph.node)
-    chains = [
-        chain
-        for node in graph.node
-        if node.op_type == "Pow" and (chain := _chain(node, producers, consumers, initializers)) is not None
-    ]
+    view = GraphView.of(graph)
+    found = (_chain(node, view) for node in graph.node if node.op_type == "Pow")
+    chains = [chain for chain in found if chain is not None]
     if not chains:
         return fused, 0
     gone = {id(node) for chain in chains for node in chain.nodes}
@@ -86,13 +80,9 @@ def with_fused_layer_norms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     return fused, len(chains)
 
 
-def _chain(
-    power: onnx.NodeProto,
-    producers: dict[str, onnx.NodeProto],
-    consumers: dict[str, list[onnx.NodeProto]],
-    initializers: dict[str, np.ndarray],
-) -> _Chain | None:
+def _chain(power: onnx.NodeProto, view: GraphView) -> _Chain | None:
     """The layer norm whose ``Pow`` is ``power``, if the nodes around it are one, else ``None``."""
+    producers, consumers, initializers = view.producers, view.consumers, view.constants
 
     def only(name: str, op_type: str) -> onnx.NodeProto | None:
         readers = consumers.get(name, [])

@@ -57,6 +57,7 @@ from synthesis.engine import (
 from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.layer_norms import with_fused_layer_norms
 from synthesis.precision import convert_to_fp16
+from synthesis.relative_positions import with_gathered_relative_positions
 from synthesis.sessions import (
     FIXED_SHAPE_ARENA,
     NHWC,
@@ -149,8 +150,8 @@ def stage_cuda_options(options: EngineOptions, graphs: bool) -> StageCudaOptions
     return StageCudaOptions(options.cuda_options, (*waveform, *GRAPH_OPTIONS) if graphs else waveform)
 
 
-def frame_bucket(frames: int) -> int:
-    for size in FRAME_BUCKETS:
+def frame_bucket(frames: int, buckets: Sequence[int] = FRAME_BUCKETS) -> int:
+    for size in buckets:
         if size >= frames:
             return size
     return round_up(frames, FRAME_STEP_PAST_BUCKETS)
@@ -205,6 +206,7 @@ class StagedEngine(EngineBasics):
         use_cuda = wants_cuda(options.provider)
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
+        self._frame_buckets = options.frame_buckets or FRAME_BUCKETS
         self.graphs = use_cuda and self.buckets
         """Waveform buckets are captured as CUDA graphs; without CUDA they run as plain sessions."""
         self.sessions_built = 0
@@ -217,7 +219,10 @@ class StagedEngine(EngineBasics):
         self.warmup_seconds = 0.0
         self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
         """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
-        stages = split_voice(onnx.load(str(voice.model_path)))
+        model = onnx.load(str(voice.model_path))
+        if options.gathered_positions:
+            model = with_gathered_relative_positions(model)[0]
+        stages = split_voice(model)
         if use_cuda and options.fused_layer_norms:  # experimental: lengths move (run 20)
             stages = replace(stages, front=with_fused_layer_norms(stages.front)[0])
         self.stages: VoiceStages = stages
@@ -287,12 +292,13 @@ class StagedEngine(EngineBasics):
             return 0
         done = 0
         scales = Scales(0.0, 1.0, 0.0)
-        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
+        buckets = self._frame_buckets
+        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST), buckets)
         for rows in sorted({row_bucket(size) for size in batch_sizes}):
             done += self._run_fillers(rows, max_ids, scales)
             if self.front_graphs:  # a front graph is captured at its second run
                 done += self._run_fillers(rows, max_ids, scales)
-            for frames in (size for size in FRAME_BUCKETS if size <= top):
+            for frames in (size for size in buckets if size <= top):
                 self._on_lane(partial(self._capture, rows, frames))
                 done += 1
         return done
@@ -521,7 +527,7 @@ class StagedEngine(EngineBasics):
         """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
         rows, width = durations.shape
         frames_needed = max(int(durations.sum(axis=1).max()), 1)
-        frames = frame_bucket(frames_needed) if self.buckets else frames_needed
+        frames = frame_bucket(frames_needed, self._frame_buckets) if self.buckets else frames_needed
         index = np.empty((rows, frames), dtype=np.int64)
         mask = np.zeros((rows, 1, frames), dtype=np.float32)
         for row in range(rows):

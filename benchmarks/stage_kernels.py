@@ -1,12 +1,14 @@
-"""Which GPU kernels the staged engine's front (text encoder and duration predictor) spends its
-time in, at one batch of corpus segments: the kernels' own times, from CUDA's profiler.
+"""Which GPU kernels a stage of the staged engine spends its time in, at one batch of corpus
+segments: the front (text encoder and duration predictor) or the waveform replay (flow and
+decoder, fp16, NHWC, a captured CUDA graph); the kernels' own times, from CUDA's profiler.
 
-    python benchmarks/front_kernels.py --out DIR [--rows 32] [--runs 20] [--engine-batches 30]
+    python benchmarks/stage_kernels.py --out DIR [--stage front] [--rows 32] [--runs 20] [--engine-batches 30]
+    python benchmarks/stage_kernels.py --out DIR --stage waveform --engine-batches 0
 
 Needs PyTorch with CUDA beside onnxruntime-gpu (not a dependency of ttsfarm): its profiler
 (Kineto, through CUPTI) records every kernel the process launches, onnxruntime's included.
-Prints the kernels by total GPU time and the front's GPU time per run against its wall time;
-writes DIR/front_kernels.json (front_kernels-fused.json with --fused-layer-norms).
+Prints the kernels by total GPU time and the stage's GPU time per run against its wall time;
+writes DIR/stage_kernels-STAGE[-NAME].json (NAME: --name, for variants).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +58,12 @@ def busy_us(kernels: list[Any]) -> float:
     return busy
 
 
-def whole_engine(voice: Voice, items: list[EngineItem], batches: int, fused: bool) -> dict[str, float]:
+def whole_engine(
+    voice: Voice, items: list[EngineItem], batches: int, variant: EngineOptions
+) -> dict[str, float]:
     """The engine as a GPU worker runs it (NHWC waveform, 3 threads, batches of 32 grouped by
     length): how much of the wall time the GPU was busy."""
-    options = EngineOptions(
-        provider="cuda", concurrent_runs=THREADS, waveform_cuda_options=(NHWC,), fused_layer_norms=fused
-    )
-    engine = StagedEngine(voice, options)
+    engine = StagedEngine(voice, replace(variant, concurrent_runs=THREADS, warmup=True))
     engine.prepare([32])
     pool = [items[index % len(items)] for index in range(32 * batches)]
     pool.sort(key=lambda item: len(item.phoneme_ids))
@@ -85,7 +87,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--engine-batches", type=int, default=30, help="0: the front only")
+    parser.add_argument("--stage", choices=["front", "waveform"], default="front")
     parser.add_argument("--fused-layer-norms", action="store_true", help="layer norms fused (experiment)")
+    parser.add_argument("--exported-positions", action="store_true", help="relative positions as exported")
+    parser.add_argument("--name", default="", help="suffix of the result file, for variants")
     args = parser.parse_args()
     try:
         import torch
@@ -94,23 +99,41 @@ def main() -> None:
     torch.cuda.init()
     args.out.mkdir(parents=True, exist_ok=True)
     voice = resolve_voice("joe")
-    fused = args.fused_layer_norms
-    options = EngineOptions(provider="cuda", warmup=False, shape_buckets=True, fused_layer_norms=fused)
-    engine = StagedEngine(voice, options)
+    variant = EngineOptions(
+        provider="cuda",
+        warmup=False,
+        shape_buckets=True,
+        waveform_cuda_options=(NHWC,),
+        fused_layer_norms=args.fused_layer_norms,
+        gathered_positions=not args.exported_positions,
+    )
+    engine = StagedEngine(voice, variant)
     items = sorted(corpus_items(voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids))
     middle = items[len(items) // 2 : len(items) // 2 + 32]
     batch = [middle[row % len(middle)] for row in range(args.rows)]
+    front = engine._run_front(batch, EXACT)
+    planned = engine._planned(front.durations, len(batch))
+    if planned is None:
+        parser.error(f"{args.rows} rows need more frames than one run may take")
+
+    def stage() -> object:
+        if args.stage == "front":
+            return engine._run_front(batch, EXACT)
+        return engine._run_waveform(front, planned[0], 0.0)
+
     for _ in range(5):
-        engine._run_front(batch, EXACT)
-    wall, kernels = profiled(lambda: [engine._run_front(batch, EXACT) for _ in range(args.runs)])
+        stage()
+    wall, kernels = profiled(lambda: [stage() for _ in range(args.runs)])
     by_name: dict[str, list[float]] = {}
     for event in kernels:
         by_name.setdefault(event.name, []).append(event.time_range.elapsed_us())
     total = sum(sum(times) for times in by_name.values())
     table = sorted(by_name.items(), key=lambda pair: -sum(pair[1]))
     result: dict[str, Any] = {
+        "stage": args.stage,
         "rows": args.rows,
         "ids": max(len(item.phoneme_ids) for item in batch),
+        "frames": planned[0][0].shape[1],
         "runs": args.runs,
         "wall_ms_per_run": round(wall / args.runs * 1000, 2),
         "gpu_busy_ms_per_run": round(busy_us(kernels) / args.runs / 1000, 2),
@@ -127,8 +150,8 @@ def main() -> None:
         ],
     }
     if args.engine_batches:
-        result["engine"] = whole_engine(voice, items, args.engine_batches, fused)
-    name = "front_kernels-fused.json" if fused else "front_kernels.json"
+        result["engine"] = whole_engine(voice, items, args.engine_batches, variant)
+    name = f"stage_kernels-{args.stage}{'-' + args.name if args.name else ''}.json"
     (args.out / name).write_text(json.dumps(result, indent=1))
     print({key: value for key, value in result.items() if key != "top"}, flush=True)
     for row in result["top"]:

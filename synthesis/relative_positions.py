@@ -1,0 +1,186 @@
+"""The text encoder's relative-position bookkeeping as one ``Gather`` each way, bit for bit.
+
+VITS's text encoder adds relative-position terms to its attention. It turns relative logits
+``(rows, heads, ids, 2 ids - 1)`` into absolute ones ``(rows, heads, ids, ids)``, and the
+attention weights back, by padding, reshaping, padding, reshaping and slicing: Piper's exporter
+writes each as ``Pad → Reshape → Pad → Reshape → Slice``. Each step copies a tensor of rows x
+heads x ids x 2 ids floats (52 MB at 32 rows of 317 ids), and onnxruntime's ``Pad`` was the
+front's largest kernel on an H200: 17.6% of its GPU time (docs/benchmarks.md, run 19).
+
+Both are fixed permutations of positions, with zeros where the padding shows through:
+
+- relative to absolute: ``absolute[i, j] = relative[i, ids - 1 + j - i]``;
+- absolute to relative: ``relative[i, k] = absolute[i, k + i - (ids - 1)]`` where that column
+  exists, else 0 (read from one zero column padded on).
+
+:func:`with_gathered_relative_positions` replaces each chain by one ``Gather`` over the flattened
+last two axes, with the index computed from ``ids`` inside the graph (a constant once a
+bucket's shapes are fixed). Only values move, so every output is the same to the bit
+(``tests/test_relative_positions.py``) and the durations, and so the lengths, cannot change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from synthesis.graph import GraphView, drop_unused_nodes
+
+LONG_END: Final = 2**62
+"""A ``Slice`` end at least this large runs to the end of its axis."""
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """One ``Pad → Reshape → Pad → Reshape → Slice`` chain, and which way it turns."""
+
+    source: str
+    output: str
+    to_absolute: bool
+    nodes: tuple[onnx.NodeProto, ...]
+
+
+def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """A copy of ``model`` with each relative-position chain as one ``Gather``; and how many were."""
+    gathered = onnx.ModelProto()
+    gathered.CopyFrom(model)
+    graph = gathered.graph
+    view = GraphView.of(graph)
+    found = (_chain(node, view) for node in graph.node if node.op_type == "Slice")
+    chains = [chain for chain in found if chain is not None]
+    if not chains:
+        return gathered, 0
+    graph.initializer.extend(
+        [numpy_helper.from_array(np.array(value, dtype=np.int64), name) for name, value in _CONSTANTS.items()]
+    )
+    last = {id(chain.nodes[-1]): chain for chain in chains}
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        chain = last.get(id(node))
+        if chain is None:
+            nodes.append(node)
+        else:
+            nodes.extend(_gather(chain, f"{node.name or chain.output}/gathered"))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    drop_unused_nodes(graph)
+    used = {name for node in graph.node for name in node.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return gathered, len(chains)
+
+
+def _chain(last: onnx.NodeProto, view: GraphView) -> _Chain | None:
+    """The chain that ends in the ``Slice`` ``last``, if it is one of the two, else ``None``."""
+    nodes = [last]
+    for op_type in ("Reshape", "Pad", "Reshape", "Pad"):
+        node = view.producers.get(nodes[0].input[0])
+        if node is None or node.op_type != op_type or len(view.consumers.get(node.output[0], [])) != 1:
+            return None
+        nodes.insert(0, node)
+    if not all(_zero_padding(pad) for pad in (nodes[0], nodes[2])):
+        return None
+    to_absolute = _slices_last_two_axes(last, view.constants)
+    if not to_absolute and not _drops_first_column(last, view.constants):
+        return None
+    return _Chain(nodes[0].input[0], last.output[0], to_absolute, tuple(nodes))
+
+
+def _zero_padding(pad: onnx.NodeProto) -> bool:
+    """A ``Pad`` with zeros (constant mode, no fill value) and no axes input."""
+    modes = [helper.get_attribute_value(a) for a in pad.attribute if a.name == "mode"]
+    constant_mode = not modes or modes[0] in (b"constant", "constant")
+    return constant_mode and all(not name for name in pad.input[2:])
+
+
+def _slice_inputs(
+    node: onnx.NodeProto, constants: dict[str, np.ndarray]
+) -> tuple[list[int], list[int]] | None:
+    """A ``Slice``'s constant axes and steps (steps of 1 when absent), or ``None``."""
+    if len(node.input) < 4 or node.input[3] not in constants:
+        return None
+    axes = [int(axis) for axis in constants[node.input[3]].reshape(-1)]
+    if len(node.input) > 4 and node.input[4]:
+        if node.input[4] not in constants:
+            return None
+        steps = [int(step) for step in constants[node.input[4]].reshape(-1)]
+    else:
+        steps = [1] * len(axes)
+    return axes, steps
+
+
+def _slices_last_two_axes(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> bool:
+    """``[:, :, :ids, ids - 1:]`` of relative to absolute (starts and ends computed from ``ids``)."""
+    found = _slice_inputs(node, constants)
+    return found is not None and found[0] in ([2, 3], [-2, -1]) and found[1] == [1, 1]
+
+
+def _drops_first_column(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> bool:
+    """``[:, :, :, 1:]`` of absolute to relative."""
+    found = _slice_inputs(node, constants)
+    if found is None or found[0] not in ([3], [-1]) or found[1] != [1]:
+        return False
+    starts, ends = constants.get(node.input[1]), constants.get(node.input[2])
+    return (
+        starts is not None
+        and ends is not None
+        and starts.reshape(-1).tolist() == [1]
+        and int(ends.reshape(-1)[0]) >= LONG_END
+    )
+
+
+_CONSTANTS: Final = {
+    "relative_positions/zero": 0,
+    "relative_positions/one": 1,
+    "relative_positions/ids_axis": 2,
+    "relative_positions/flat": [0, 0, -1],
+    "relative_positions/first": [0],
+    "relative_positions/second": [1],
+    "relative_positions/one_column": [0, 0, 0, 0, 0, 0, 0, 1],
+}
+"""The int64 constants the gathers read, as initializers by name."""
+_ZERO, _ONE, _IDS_AXIS, _FLAT, _FIRST, _SECOND, _ONE_COLUMN = _CONSTANTS
+
+
+def _gather(chain: _Chain, prefix: str) -> list[onnx.NodeProto]:
+    """The nodes that compute ``chain.output`` from ``chain.source`` with one ``Gather``."""
+    nodes: list[onnx.NodeProto] = []
+
+    def add(op_type: str, inputs: Sequence[str], label: str, **attributes: Any) -> str:
+        output = f"{prefix}/{label}"
+        nodes.append(helper.make_node(op_type, list(inputs), [output], name=output, **attributes))
+        return output
+
+    shape = add("Shape", [chain.source], "shape")
+    ids = add("Gather", [shape, _IDS_AXIS], "ids", axis=0)
+    before_last = add("Sub", [ids, _ONE], "ids_minus_one")
+    rows = add("Range", [_ZERO, ids, _ONE], "rows")
+    row = add("Unsqueeze", [rows, _SECOND], "row")
+    if chain.to_absolute:
+        source = chain.source
+        step = add("Add", [before_last, before_last], "step")  # row i starts at i (2 ids - 1) - i
+        column = add("Unsqueeze", [rows, _FIRST], "column")
+        start = add("Add", [add("Mul", [row, step], "row_start"), before_last], "start")
+        index = add("Add", [start, column], "index")
+    else:
+        source = add("Pad", [chain.source, _ONE_COLUMN], "zero_column", mode="constant")
+        relative = add("Add", [ids, before_last], "relative")
+        column = add("Unsqueeze", [add("Range", [_ZERO, relative, _ONE], "offsets"), _FIRST], "column")
+        taken = add("Sub", [add("Add", [row, column], "shifted"), before_last], "taken")
+        inside = add(
+            "And",
+            [add("GreaterOrEqual", [taken, _ZERO], "from_first"), add("Less", [taken, ids], "before_end")],
+            "inside",
+        )
+        padded_width = add("Add", [ids, _ONE], "padded_width")
+        read = add("Where", [inside, taken, ids], "read")  # column ids is the zero column
+        index = add("Add", [add("Mul", [row, padded_width], "row_start"), read], "index")
+    flat = add("Reshape", [source, _FLAT], "flat")
+    nodes.append(helper.make_node("Gather", [flat, index], [chain.output], name=f"{prefix}/gather", axis=2))
+    return nodes

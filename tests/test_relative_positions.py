@@ -1,0 +1,139 @@
+"""The relative-position chains as one ``Gather`` each (``synthesis.relative_positions``): the
+voice computes the same bits, with its big pads gone, in every engine and in a captured front."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from synthesis.engine import EngineItem, EngineOptions
+from synthesis.front_graph import FRONT_NOISE, capturable_front, with_noise_input
+from synthesis.graph import expose_durations
+from synthesis.phonemes import Phonemizer
+from synthesis.relative_positions import with_gathered_relative_positions
+from synthesis.staged import StagedEngine
+from synthesis.stages import split_voice, with_fixed_inputs
+from tests.conftest import DETERMINISTIC
+from tests.test_engine import SENTENCES
+from tests.test_front_graph import _as_loaded
+from ttsfarm.voices import Voice
+
+ATTENTION_LAYERS = 6
+"""Joe's text encoder: each layer turns relative logits absolute, and its weights relative."""
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _pads(model: onnx.ModelProto) -> int:
+    return sum(node.op_type == "Pad" for node in model.graph.node)
+
+
+@pytest.fixture(scope="module")
+def exported(voice: Voice) -> onnx.ModelProto:
+    model = onnx.load(str(voice.model_path))
+    expose_durations(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def gathered(exported: onnx.ModelProto) -> onnx.ModelProto:
+    model, chains = with_gathered_relative_positions(exported)
+    assert chains == 2 * ATTENTION_LAYERS
+    return model
+
+
+def test_each_chain_becomes_one_gather(exported: onnx.ModelProto, gathered: onnx.ModelProto) -> None:
+    onnx.checker.check_model(gathered)
+    # four big pads per layer went, one pad of a single zero column per layer came
+    assert _pads(exported) - _pads(gathered) == 3 * ATTENTION_LAYERS
+    assert len(gathered.graph.node) < len(exported.graph.node)
+    assert with_gathered_relative_positions(gathered)[1] == 0  # nothing left to rewrite
+
+
+@pytest.mark.parametrize(("rows", "ids"), [(1, 1), (1, 9), (3, 60), (2, 211)])
+def test_the_whole_voice_computes_the_same_bits(
+    exported: onnx.ModelProto, gathered: onnx.ModelProto, rows: int, ids: int
+) -> None:
+    """Audio and durations, with padded rows: lengths shorter than the batch's widest."""
+    rng = np.random.default_rng(ids)
+    feeds = {
+        "input": rng.integers(1, 120, (rows, ids), dtype=np.int64),
+        "input_lengths": np.array([max(ids - 7 * row, 1) for row in range(rows)], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),
+    }
+    outputs = (_session(model).run(None, feeds) for model in (exported, gathered))
+    for expected, actual in zip(*outputs, strict=True):
+        assert expected.shape == actual.shape
+        assert np.array_equal(expected, actual)
+
+
+def test_a_captured_front_of_the_gathered_voice_computes_the_same(
+    exported: onnx.ModelProto, gathered: onnx.ModelProto, tmp_path: Path
+) -> None:
+    rows, ids = 2, 48
+    dims = {"input": (rows, ids), "input_lengths": (rows,)}
+    reference, noise_shape = with_noise_input(with_fixed_inputs(split_voice(exported).front, dims))
+    captured = capturable_front(with_fixed_inputs(split_voice(gathered).front, dims))
+    assert not {node.op_type for node in _as_loaded(captured.model, tmp_path).graph.node} & {"Shape", "Range"}
+    rng = np.random.default_rng(5)
+    feeds = {
+        "input": rng.integers(1, 120, (rows, ids), dtype=np.int64),
+        "input_lengths": np.array([ids, ids - 9], dtype=np.int64),
+        "scales": np.array([0.667, 1.0, 0.8], dtype=np.float32),
+        FRONT_NOISE: rng.standard_normal(noise_shape, dtype=np.float32),
+    }
+    outputs = (_session(model).run(None, feeds) for model in (reference, captured.model))
+    for expected, actual in zip(*outputs, strict=True):
+        assert np.array_equal(expected, actual)
+
+
+def test_the_staged_engine_speaks_the_same_with_and_without(voice: Voice) -> None:
+    options = EngineOptions(provider="cpu", warmup=False, shape_buckets=True)
+    engines = [StagedEngine(voice, options), StagedEngine(voice, replace(options, gathered_positions=False))]
+    phonemizer = Phonemizer(voice)
+    items = [EngineItem(phonemizer.ids(text)) for text in SENTENCES]
+    waves = [engine.run(items, DETERMINISTIC) for engine in engines]
+    for ours, exported_wave in zip(*waves, strict=True):
+        assert np.array_equal(ours, exported_wave)
+
+
+def _chain_model(slice_axes: list[int], slice_start: int) -> onnx.ModelProto:
+    """``Pad → Reshape → Pad → Reshape → Slice`` with constant pads, as a foreign graph might have."""
+    constants = {
+        "pads": np.array([0, 0, 0, 0, 0, 0, 0, 1], dtype=np.int64),
+        "flat": np.array([1, 1, 20], dtype=np.int64),
+        "more": np.array([0, 0, 0, 0, 0, 4], dtype=np.int64),
+        "square": np.array([1, 1, 4, 6], dtype=np.int64),
+        "starts": np.array([slice_start], dtype=np.int64),
+        "ends": np.array([2**63 - 1], dtype=np.int64),
+        "axes": np.array(slice_axes, dtype=np.int64),
+    }
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["padded"], mode="constant"),
+        helper.make_node("Reshape", ["padded", "flat"], ["flat_x"]),
+        helper.make_node("Pad", ["flat_x", "more"], ["longer"], mode="constant"),
+        helper.make_node("Reshape", ["longer", "square"], ["squared"]),
+        helper.make_node("Slice", ["squared", "starts", "ends", "axes"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(value, name) for name, value in constants.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+
+
+@pytest.mark.parametrize(("axes", "start"), [([3], 2), ([2], 1)])
+def test_other_pad_and_slice_chains_are_left_alone(axes: list[int], start: int) -> None:
+    model = _chain_model(axes, start)
+    assert with_gathered_relative_positions(model)[1] == 0
