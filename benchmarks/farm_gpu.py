@@ -11,6 +11,7 @@ the worker and its text processes over the timed round. Starts its own Redis on 
 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
     python benchmarks/farm_gpu.py --out DIR --gpus 2 --variants staged   # one worker per GPU
+    python benchmarks/farm_gpu.py --out DIR --variants staged --profile 15  # py-spy: DIR/profile-*.txt
     python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
 """
 
@@ -139,6 +140,20 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
     return {key: float(sum(reply[key] for reply in engines.values())) for key in keys}
 
 
+def start_profile(
+    pid: int, path: Path, seconds: int = 8, gil: bool = False
+) -> subprocess.Popen[bytes] | None:
+    """py-spy's samples of a worker as folded stacks: every thread, its text processes too; or
+    with ``gil`` only the thread that holds the GIL, which is what the worker's Python queues on."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        print("no py-spy on PATH: no profile", flush=True)
+        return None
+    command = [spy, "record", "--pid", str(pid), "--duration", str(seconds), "--format", "raw"]
+    command += ["--gil"] if gil else ["--subprocesses"]
+    return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
+
+
 def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
     kind, _, extra = variant.partition(":")
     label = variant.replace(":", "-").replace(",", "-").replace("=", "")
@@ -160,7 +175,15 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
         client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
         warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
         before_stats, before_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
+        profilers = [
+            start_profile(workers[0].pid, args.out / f"profile-{label}{suffix}.txt", args.profile, gil)
+            for suffix, gil in (("", False), ("-gil", True))
+            if args.profile
+        ]
         timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format)
+        for profiler in profilers:
+            if profiler is not None:
+                profiler.wait(60)
         after_stats, after_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
         if before_cpu is not None and after_cpu is not None and timed["wall_s"]:
             own, children = (
@@ -194,6 +217,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=6390)
     parser.add_argument("--gpus", type=int, default=1, help="workers, one per GPU; --jobs is per GPU")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="py-spy the first worker this long from the start of the timed jobs (all threads; the GIL's)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     args = parser.parse_args()
     if args.smoke:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import redis
-from farm_gpu import PROSE, start_redis, start_worker, wait_all
+from farm_gpu import PROSE, start_profile, start_redis, start_worker, wait_all
 
 from bench.farm import stop_workers
 from bench.sweep import corpus_items
@@ -167,16 +167,6 @@ def engine_only(args: argparse.Namespace) -> None:
         ),
         flush=True,
     )
-
-
-def start_profile(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
-    """py-spy's samples of the worker (and its text processes) during the burst, as folded stacks."""
-    spy = shutil.which("py-spy")
-    if spy is None:
-        print("no py-spy on PATH: no profile", flush=True)
-        return None
-    command = [spy, "record", "--pid", str(pid), "--duration", "8", "--format", "raw", "--subprocesses"]
-    return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
 
 
 def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
