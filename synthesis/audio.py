@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Final
 
@@ -19,13 +20,21 @@ PEAK_LIMIT: Final = 0.98
 
 def fade_edges(wave: np.ndarray, sample_rate: int) -> np.ndarray:
     """A copy of ``wave`` clipped to the peak limit and faded in and out."""
-    out = np.clip(wave.astype(np.float32), -PEAK_LIMIT, PEAK_LIMIT)
+    out = np.clip(np.asarray(wave, dtype=np.float32), -PEAK_LIMIT, PEAK_LIMIT)
     n = min(int(FADE_SECONDS * sample_rate), len(out) // 2)
     if n > 0:
-        ramp = (0.5 - 0.5 * np.cos(np.linspace(0.0, np.pi, n, dtype=np.float32))).astype(np.float32)
+        ramp = _fade_in(n)
         out[:n] *= ramp
         out[-n:] *= ramp[::-1]
     return out
+
+
+@functools.cache
+def _fade_in(samples: int) -> np.ndarray:
+    """The raised-cosine ramp from 0 to 1 over this many samples (read only: shared)."""
+    ramp = (0.5 - 0.5 * np.cos(np.linspace(0.0, np.pi, samples, dtype=np.float32))).astype(np.float32)
+    ramp.flags.writeable = False
+    return ramp
 
 
 class SegmentWriter:

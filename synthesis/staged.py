@@ -72,6 +72,8 @@ from synthesis.sessions import (
 )
 from synthesis.stages import (
     AUDIO_OUTPUT,
+    COPY_INPUT,
+    COPY_OUTPUT,
     EXPAND_INDEX,
     EXPAND_LOG_STD,
     EXPAND_MASK,
@@ -79,6 +81,7 @@ from synthesis.stages import (
     EXPAND_NOISE_SCALE,
     UnsupportedGraph,
     VoiceStages,
+    copy_model,
     extra_input,
     split_voice,
     with_fixed_inputs,
@@ -260,6 +263,8 @@ class StagedEngine(EngineBasics):
         self._lane = graph_lane(options.device_id) if self.buckets else None
         expand = stages.expand.SerializeToString()
         self._expand = self._build(expand, self._front_options, self._front_providers)
+        plain_providers = providers_for(use_cuda, options.device_id, ())
+        self._copier = self._build(copy_model().SerializeToString(), self._front_options, plain_providers)
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._first_front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -503,12 +508,24 @@ class StagedEngine(EngineBasics):
             started = time.perf_counter()
             ran = self._replay(slot, rows, frames)
             replayed = time.perf_counter()
-            audio = np.asarray(ran.output.numpy()).reshape(rows, -1)
+            audio = self._to_host(ran.output, rows)
             self.stage_seconds["waveform"] += replayed - started
             self.stage_seconds["copy"] += time.perf_counter() - replayed
             return audio
         finally:
             slot.held.release()
+
+    def _to_host(self, audio: ort.OrtValue, rows: int) -> np.ndarray:
+        """A slot's audio copied to host memory inside a session run, with the GIL free: through
+        ``OrtValue.numpy`` the graph lane held it for the whole copy, and in a worker it then
+        also waited for it after every run while 32 job threads took turns (docs/benchmarks.md,
+        run 25)."""
+        host = np.empty(audio.shape(), dtype=np.float32)
+        binding = self._copier.io_binding()
+        binding.bind_ortvalue_input(COPY_INPUT, audio)
+        binding.bind_output(COPY_OUTPUT, "cpu", 0, np.float32, list(host.shape), host.ctypes.data)
+        self._copier.run_with_iobinding(binding)
+        return host.reshape(rows, -1)
 
     def _on_lane(self, work: Callable[[], T]) -> T:
         if self._lane is None:
@@ -553,7 +570,7 @@ class StagedEngine(EngineBasics):
         expanded = time.perf_counter()
         slot = self._replay(slot, rows, frames)
         replayed = time.perf_counter()
-        audio = np.asarray(slot.output.numpy()).reshape(rows, -1)
+        audio = self._to_host(slot.output, rows)
         self.stage_seconds["expand"] += expanded - started
         self.stage_seconds["waveform"] += replayed - expanded
         self.stage_seconds["copy"] += time.perf_counter() - replayed

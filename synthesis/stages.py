@@ -42,6 +42,8 @@ EXPAND_INDEX: Final = "stage/frame_index"
 EXPAND_MASK: Final = "stage/frame_mask"
 EXPAND_NOISE_SCALE: Final = "stage/noise_scale"
 AUDIO_OUTPUT: Final = "output"
+COPY_INPUT: Final = "stage/device_audio"
+COPY_OUTPUT: Final = "stage/host_audio"
 
 
 class UnsupportedGraph(ValueError):
@@ -319,3 +321,15 @@ def with_fixed_inputs(model: onnx.ModelProto, dims: Mapping[str, Sequence[int]])
             for size in dims[value.name]:
                 shape.dim.add().dim_value = int(size)
     return fixed
+
+
+def copy_model() -> onnx.ModelProto:
+    """``Identity`` on float tensors of any shape: run with its output bound to host memory, it
+    copies a device buffer there inside a session run, which releases the GIL."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [COPY_INPUT], [COPY_OUTPUT])],
+        "copy",
+        [helper.make_tensor_value_info(COPY_INPUT, TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(COPY_OUTPUT, TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
