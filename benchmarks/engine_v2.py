@@ -271,6 +271,9 @@ def main() -> None:
         help="the text encoder's relative positions as the voice exports them (before the gathers)",
     )
     parser.add_argument(
+        "--fused-conv-bias", action="store_true", help="v2's waveform biases fused by cuDNN (experiment)"
+    )
+    parser.add_argument(
         "--fine-frame-buckets",
         action="store_true",
         help="frames every 32 to 512, every 64 to 768 (experiment: less padding, more graphs)",
@@ -304,6 +307,7 @@ def main() -> None:
         capture_front=args.front == "captured",
         fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
+        fused_conv_bias=args.fused_conv_bias,
         frame_buckets=FINE_FRAME_BUCKETS if args.fine_frame_buckets else (),
     )
     kind = StagedEngine if args.engine == "v2" else Engine

@@ -144,6 +144,10 @@ class EngineOptions:
     """Experimental, for the staged engine on CUDA: its front's spelled-out layer norms as
     single nodes (``synthesis.layer_norms``). 1.09x engine alone on an H200, but 9 of 79 corpus
     segments came out a different length from the fp32 reference (run 20), so it is off."""
+    fused_conv_bias: bool = False
+    """Experimental, for the staged engine on CUDA: the waveform sessions' convolution biases
+    fused into the convolutions by cuDNN (CUDA option ``fuse_conv_bias``), each
+    ``ConvTranspose``'s bias moved to an ``Add`` first (``synthesis.transpose_bias``)."""
     frame_buckets: tuple[int, ...] = ()
     """The staged engine's decoder lengths in frames, ascending (empty: its own
     ``FRAME_BUCKETS``). Finer buckets pad less and capture more graphs (an experiment)."""

@@ -86,6 +86,7 @@ from synthesis.stages import (
     split_voice,
     with_fixed_inputs,
 )
+from synthesis.transpose_bias import with_transpose_biases_apart
 from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
+FUSED_CONV_BIAS: Final = ("fuse_conv_bias", "1")
 GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
 """Captured graphs share one arena only where nothing but the graph lane touches the device
 between a batch's expand and its replay: the waveform graphs in NCHW with plain fronts. A
@@ -228,6 +230,8 @@ class StagedEngine(EngineBasics):
         stages = split_voice(model)
         if use_cuda and options.fused_layer_norms:  # experimental: lengths move (run 20)
             stages = replace(stages, front=with_fused_layer_norms(stages.front)[0])
+        if use_cuda and options.fused_conv_bias:  # experimental
+            stages = replace(stages, waveform=with_transpose_biases_apart(stages.waveform)[0])
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"
@@ -239,7 +243,8 @@ class StagedEngine(EngineBasics):
         self._front_providers = providers_for(use_cuda, options.device_id, (*self._arena, *front_cuda))
         captured_front = (*self._arena, *front_cuda, *GRAPH_OPTIONS)
         self._front_graph_providers = providers_for(use_cuda, options.device_id, captured_front)
-        self._waveform_cuda: CudaOptions = (*self._arena, *waveform_cuda)
+        self._fused_bias: CudaOptions = (FUSED_CONV_BIAS,) if use_cuda and options.fused_conv_bias else ()
+        self._waveform_cuda: CudaOptions = (*self._arena, *waveform_cuda, *self._fused_bias)
         """The waveform sessions' CUDA options (see :meth:`_waveform_providers`)."""
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
         own_arenas = NHWC in waveform_cuda or options.capture_front
@@ -674,7 +679,8 @@ class StagedEngine(EngineBasics):
                 raise
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
             self.graphs = False  # it was True, so this is CUDA
-            self._waveform_cuda = (*self._arena, *stage_cuda_options(self.options, graphs=False).waveform)
+            plain = stage_cuda_options(self.options, graphs=False).waveform
+            self._waveform_cuda = (*self._arena, *plain, *self._fused_bias)
             session = self._build(fixed, self._graph_options, self._waveform_providers(fp32))
         inputs = {name: self._buffer(shape, types[name]) for name, shape in dims.items()}
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
