@@ -183,7 +183,7 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
         timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format)
         for profiler in profilers:
             if profiler is not None:
-                profiler.wait(60)
+                profiler.wait(args.profile + 60)
         after_stats, after_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
         if before_cpu is not None and after_cpu is not None and timed["wall_s"]:
             own, children = (
@@ -222,7 +222,7 @@ def main() -> None:
         type=int,
         default=0,
         metavar="SECONDS",
-        help="py-spy the first worker this long from the start of the timed jobs (all threads; the GIL's)",
+        help="py-spy the worker this long from the timed jobs' start (all threads; the GIL's); costs CPU",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     args = parser.parse_args()

@@ -1,6 +1,7 @@
 """Which GPU kernels a stage of the staged engine spends its time in, at one batch of corpus
-segments: the front (text encoder and duration predictor) or the waveform replay (flow and
-decoder, fp16, NHWC, a captured CUDA graph); the kernels' own times, from CUDA's profiler.
+segments: the front (text encoder and duration predictor) or the waveform (expand, the replay of
+the flow and decoder in fp16 NHWC as a captured CUDA graph, and the copy of the audio to host
+memory); the kernels' and copies' own times, from CUDA's profiler.
 
     python benchmarks/stage_kernels.py --out DIR [--stage front] [--rows 32] [--runs 20] [--engine-batches 30]
     python benchmarks/stage_kernels.py --out DIR --stage waveform --engine-batches 0

@@ -174,7 +174,7 @@ class EditedModels:
     """The name of the durations output."""
 
 
-def edit_model(voice: Voice, buckets: bool, fp16: bool, gathered_positions: bool = True) -> EditedModels:
+def edit_model(voice: Voice, *, buckets: bool, fp16: bool, gathered_positions: bool = True) -> EditedModels:
     """Load and edit the voice's graph (``synthesis.graph``, ``synthesis.relative_positions``,
     ``synthesis.precision``); onnx is imported here, so a CPU engine that never batches does
     not pay for it."""
@@ -396,8 +396,12 @@ class Engine(EngineBasics):
             return self._edited
         with self._edit_lock:
             if self._edited is None:
-                fp16, gathered = self.precision == "fp16", self.options.gathered_positions
-                self._edited = edit_model(self.voice, self.buckets, fp16, gathered)
+                self._edited = edit_model(
+                    self.voice,
+                    buckets=self.buckets,
+                    fp16=self.precision == "fp16",
+                    gathered_positions=self.options.gathered_positions,
+                )
             return self._edited
 
     def _plain(self) -> ort.InferenceSession:

@@ -6,6 +6,10 @@
   rebuilds a cuDNN plan for every convolution whenever its input shape differs from the previous
   run's, which costs more than the synthesis itself; with a floor chosen per shape bucket, every run
   of a session sees the same shapes. Frames past an item's own length are padding and get trimmed.
+
+And the helpers the other graph edits share (``synthesis.relative_positions``,
+``synthesis.layer_norms``, ``synthesis.front_graph``, ``synthesis.transpose_bias``): who writes and
+reads each tensor (:class:`GraphView`), and the removal of what an edit left unread.
 """
 
 from __future__ import annotations
@@ -78,6 +82,14 @@ def consumers_of(nodes: Iterable[onnx.NodeProto]) -> dict[str, list[onnx.NodePro
     return found
 
 
+def drop_unused_initializers(graph: onnx.GraphProto) -> None:
+    """Remove the initializers no node reads."""
+    used = {name for node in graph.node for name in node.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+
+
 def drop_unused_nodes(graph: onnx.GraphProto) -> None:
     """Remove the nodes none of whose outputs is read, until none is left."""
     outputs = {value.name for value in graph.output}
@@ -92,7 +104,7 @@ def drop_unused_nodes(graph: onnx.GraphProto) -> None:
 
 @dataclass(frozen=True)
 class GraphView:
-    """A graph's nodes by what they write and read, and its constant tensors, for matching."""
+    """A graph's nodes by what they write and read, and its initializers' values, for matching."""
 
     producers: dict[str, onnx.NodeProto]
     consumers: dict[str, list[onnx.NodeProto]]

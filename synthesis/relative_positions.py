@@ -15,8 +15,12 @@ Both are fixed permutations of positions, with zeros where the padding shows thr
 
 :func:`with_gathered_relative_positions` replaces each chain by one ``Gather`` over the flattened
 last two axes, with the index computed from ``ids`` inside the graph (a constant once a
-bucket's shapes are fixed). Only values move, so every output is the same to the bit
-(``tests/test_relative_positions.py``) and the durations, and so the lengths, cannot change.
+bucket's shapes are fixed). The matcher goes by the chain's shape (its ops, and the ``Slice``
+that ends it); before anything is replaced each chain found is run alone on the CPU at two
+lengths against the definition above (:func:`expected_positions`), and a graph whose chains do
+not all match it is left as it is. Only values move, so every output is the same to the bit: on
+the CPU for the whole voice (``tests/test_relative_positions.py``), and on an H200 the same
+lengths and log-mel distances to the last digit (docs/benchmarks.md, runs 23-28).
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ from typing import Any, Final
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import GraphView, drop_unused_nodes
+from synthesis.graph import GraphView, drop_unused_initializers, drop_unused_nodes
 
 LONG_END: Final = 2**62
 """A ``Slice`` end at least this large runs to the end of its axis."""
+CHECK_IDS: Final = (3, 5)
+"""Lengths each chain is run at before it is replaced (two: a chain right at one length by
+chance is caught at the other)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.Model
     graph = gathered.graph
     view = GraphView.of(graph)
     found = (_chain(node, view) for node in graph.node if node.op_type == "Slice")
-    chains = [chain for chain in found if chain is not None]
+    chains = _checked(gathered, view, [chain for chain in found if chain is not None])
     if not chains:
         return gathered, 0
     graph.initializer.extend(
@@ -69,11 +77,82 @@ def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.Model
     del graph.node[:]
     graph.node.extend(nodes)
     drop_unused_nodes(graph)
-    used = {name for node in graph.node for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    drop_unused_initializers(graph)
     return gathered, len(chains)
+
+
+def _checked(model: onnx.ModelProto, view: GraphView, chains: list[_Chain]) -> list[_Chain]:
+    """The chains that compute what their direction says: each run alone on the CPU, with its
+    shape arithmetic, at :data:`CHECK_IDS` ids, against :func:`expected_positions`. None if any
+    chain reads more than its source (then they cannot be run alone) or comes out different."""
+    if not chains:
+        return []
+    graph = model.graph
+    sources = {chain.source for chain in chains}
+    if len(sources) < len(chains):
+        return []
+    nodes = _nodes_between(view, sources, [chain.output for chain in chains])
+    if nodes is None:
+        return []
+    order = {id(node): index for index, node in enumerate(graph.node)}
+    used = {name for node in nodes for name in node.input}
+    part = helper.make_graph(
+        sorted(nodes, key=lambda node: order[id(node)]),
+        "relative_positions_check",
+        [helper.make_tensor_value_info(source, TensorProto.FLOAT, None) for source in sorted(sources)],
+        [helper.make_tensor_value_info(chain.output, TensorProto.FLOAT, None) for chain in chains],
+        [init for init in graph.initializer if init.name in used],
+    )
+    alone = helper.make_model(part, opset_imports=model.opset_import, ir_version=model.ir_version)
+    try:
+        session = ort.InferenceSession(alone.SerializeToString(), providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(0)
+        for ids in CHECK_IDS:
+            widths = {chain.source: 2 * ids - 1 if chain.to_absolute else ids for chain in chains}
+            feeds = {
+                source: rng.standard_normal((1, 2, ids, width), np.float32)
+                for source, width in widths.items()
+            }
+            outputs = session.run([chain.output for chain in chains], feeds)
+            for chain, output in zip(chains, outputs, strict=True):
+                if not np.array_equal(output, expected_positions(feeds[chain.source], chain.to_absolute)):
+                    return []
+    except Exception:  # onnxruntime raises its own untyped errors: not a chain it can run alone
+        return []
+    return chains
+
+
+def expected_positions(values: np.ndarray, to_absolute: bool) -> np.ndarray:
+    """What VITS's conversion computes, by definition: ``values`` of ``(..., ids, 2 ids - 1)``
+    relative logits made absolute, or ``(..., ids, ids)`` weights made relative."""
+    ids = values.shape[-2]
+    rows = np.arange(ids)[:, None]
+    if to_absolute:  # absolute[i, j] = relative[i, ids - 1 + j - i]
+        taken = ids - 1 + np.arange(ids)[None, :] - rows
+        inside = np.ones(taken.shape, dtype=bool)
+    else:  # relative[i, k] = absolute[i, k + i - (ids - 1)] where that column exists, else 0
+        taken = rows + np.arange(2 * ids - 1)[None, :] - (ids - 1)
+        inside = (taken >= 0) & (taken < ids)
+    index = np.broadcast_to(np.where(inside, taken, 0), (*values.shape[:-1], taken.shape[1]))
+    return np.where(inside, np.take_along_axis(values, index, -1), np.float32(0))
+
+
+def _nodes_between(view: GraphView, sources: set[str], outputs: list[str]) -> list[onnx.NodeProto] | None:
+    """The nodes that compute ``outputs`` from ``sources`` and constants; ``None`` if they read
+    anything else (a graph input or another computed tensor)."""
+    nodes: dict[int, onnx.NodeProto] = {}
+    pending = list(outputs)
+    while pending:
+        name = pending.pop()
+        if not name or name in sources or name in view.constants:
+            continue
+        node = view.producers.get(name)
+        if node is None:
+            return None
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            pending.extend(node.input)
+    return list(nodes.values())
 
 
 def _chain(last: onnx.NodeProto, view: GraphView) -> _Chain | None:
@@ -116,7 +195,8 @@ def _slice_inputs(
 
 
 def _slices_last_two_axes(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> bool:
-    """``[:, :, :ids, ids - 1:]`` of relative to absolute (starts and ends computed from ``ids``)."""
+    """A ``Slice`` over the last two axes, as relative to absolute's ``[:, :, :ids, ids - 1:]``
+    (its starts and ends, computed from ``ids``, are left to :func:`_checked`)."""
     found = _slice_inputs(node, constants)
     return found is not None and found[0] in ([2, 3], [-2, -1]) and found[1] == [1, 1]
 

@@ -212,6 +212,8 @@ class StagedEngine(EngineBasics):
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
         self._frame_buckets = options.frame_buckets or FRAME_BUCKETS
+        if list(self._frame_buckets) != sorted(set(self._frame_buckets)) or self._frame_buckets[0] < 1:
+            raise ValueError(f"frame buckets must be positive and ascending, not {self._frame_buckets}")
         self.graphs = use_cuda and self.buckets
         """Waveform buckets are captured as CUDA graphs; without CUDA they run as plain sessions."""
         self.sessions_built = 0
@@ -524,7 +526,7 @@ class StagedEngine(EngineBasics):
         """A slot's audio copied to host memory inside a session run, with the GIL free: through
         ``OrtValue.numpy`` the graph lane held it for the whole copy, and in a worker it then
         also waited for it after every run while 32 job threads took turns (docs/benchmarks.md,
-        run 25)."""
+        runs 24-27)."""
         host = np.empty(audio.shape(), dtype=np.float32)
         binding = self._copier.io_binding()
         binding.bind_ortvalue_input(COPY_INPUT, audio)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
+from synthesis.graph import drop_unused_initializers
+
 
 def with_transpose_biases_apart(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` with each biased ``ConvTranspose`` split in two; and how many were."""
@@ -43,8 +45,5 @@ def with_transpose_biases_apart(model: onnx.ModelProto) -> tuple[onnx.ModelProto
         count += 1
     del graph.node[:]
     graph.node.extend(nodes)
-    used = {name for node in graph.node for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    drop_unused_initializers(graph)
     return split, count

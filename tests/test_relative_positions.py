@@ -16,7 +16,7 @@ from synthesis.engine import EngineItem, EngineOptions
 from synthesis.front_graph import FRONT_NOISE, capturable_front, with_noise_input
 from synthesis.graph import expose_durations
 from synthesis.phonemes import Phonemizer
-from synthesis.relative_positions import with_gathered_relative_positions
+from synthesis.relative_positions import expected_positions, with_gathered_relative_positions
 from synthesis.staged import StagedEngine
 from synthesis.stages import split_voice, with_fixed_inputs
 from tests.conftest import DETERMINISTIC
@@ -133,7 +133,36 @@ def _chain_model(slice_axes: list[int], slice_start: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
 
 
-@pytest.mark.parametrize(("axes", "start"), [([3], 2), ([2], 1)])
+@pytest.mark.parametrize(("axes", "start"), [([3], 2), ([2], 1), ([3], 1), ([2, 3], 1)])
 def test_other_pad_and_slice_chains_are_left_alone(axes: list[int], start: int) -> None:
+    """Some of these look like VITS's chains to the matcher; run alone, none computes what
+    VITS's does, so none is replaced."""
     model = _chain_model(axes, start)
-    assert with_gathered_relative_positions(model)[1] == 0
+    rewritten, count = with_gathered_relative_positions(model)
+    assert count == 0
+    assert rewritten.graph == model.graph
+
+
+def _vits_to_absolute(x: np.ndarray) -> np.ndarray:
+    """VITS's ``_relative_position_to_absolute_position``, pad for pad, in numpy."""
+    rows, heads, ids, _ = x.shape
+    x = np.pad(x, [(0, 0), (0, 0), (0, 0), (0, 1)]).reshape(rows, heads, ids * 2 * ids)
+    x = np.pad(x, [(0, 0), (0, 0), (0, ids - 1)])
+    return x.reshape(rows, heads, ids + 1, 2 * ids - 1)[:, :, :ids, ids - 1 :]
+
+
+def _vits_to_relative(x: np.ndarray) -> np.ndarray:
+    """VITS's ``_absolute_position_to_relative_position``, pad for pad, in numpy."""
+    rows, heads, ids, _ = x.shape
+    x = np.pad(x, [(0, 0), (0, 0), (0, 0), (0, ids - 1)]).reshape(rows, heads, ids**2 + ids * (ids - 1))
+    x = np.pad(x, [(0, 0), (0, 0), (ids, 0)])
+    return x.reshape(rows, heads, ids, 2 * ids)[:, :, :, 1:]
+
+
+@pytest.mark.parametrize("ids", [1, 2, 3, 8, 17])
+def test_the_definition_is_what_vits_computes(ids: int) -> None:
+    rng = np.random.default_rng(ids)
+    relative = rng.standard_normal((2, 2, ids, 2 * ids - 1)).astype(np.float32)
+    absolute = rng.standard_normal((2, 2, ids, ids)).astype(np.float32)
+    assert np.array_equal(expected_positions(relative, to_absolute=True), _vits_to_absolute(relative))
+    assert np.array_equal(expected_positions(absolute, to_absolute=False), _vits_to_relative(absolute))

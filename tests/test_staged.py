@@ -371,3 +371,16 @@ def test_auto_takes_the_staged_engine_on_a_gpu_with_large_batches() -> None:
     assert not wants_staged("auto", on_gpu=False, max_batch=32)
     assert wants_staged("staged", on_gpu=False, max_batch=1)
     assert not wants_staged("single", on_gpu=True, max_batch=32)
+
+
+@pytest.mark.parametrize("buckets", [(128, 64), (64, 64, 128), (0, 64)])
+def test_frame_buckets_must_be_positive_and_ascending(voice: Voice, buckets: tuple[int, ...]) -> None:
+    options = EngineOptions(provider="cpu", warmup=False, shape_buckets=True, frame_buckets=buckets)
+    with pytest.raises(ValueError, match="positive and ascending"):
+        StagedEngine(voice, options)
+
+
+def test_frame_buckets_of_ones_own() -> None:
+    assert frame_bucket(100, (64, 100, 200)) == 100
+    assert frame_bucket(101, (64, 100, 200)) == 200
+    assert frame_bucket(201, (64, 100, 200)) == 256  # past the last: multiples of 256
