@@ -25,6 +25,7 @@ lengths and log-mel distances to the last digit (docs/benchmarks.md, runs 23-28)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,6 +36,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from synthesis.graph import GraphView, drop_unused_initializers, drop_unused_nodes
+
+log = logging.getLogger(__name__)
 
 LONG_END: Final = 2**62
 """A ``Slice`` end at least this large runs to the end of its axis."""
@@ -59,9 +62,13 @@ def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.Model
     gathered.CopyFrom(model)
     graph = gathered.graph
     view = GraphView.of(graph)
-    found = (_chain(node, view) for node in graph.node if node.op_type == "Slice")
-    chains = _checked(gathered, view, [chain for chain in found if chain is not None])
+    found = [chain for node in graph.node if node.op_type == "Slice" and (chain := _chain(node, view))]
+    chains = _checked(gathered, view, found)
     if not chains:
+        if found:
+            log.info(
+                "%d relative-position chains left as exported: run alone, they differ from VITS's", len(found)
+            )
         return gathered, 0
     graph.initializer.extend(
         [numpy_helper.from_array(np.array(value, dtype=np.int64), name) for name, value in _CONSTANTS.items()]
