@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str = "INFO") -> int:
     """Load the engine here, serve it to ``settings.consumers`` consumer processes until they
     stop; the exit status for the command (0 after a requested stop, 1 if a consumer failed)."""
-    logging.basicConfig(level=loglevel.upper(), format="[%(asctime)s: %(levelname)s/engine-host] %(message)s")
     settings = prewarmed(settings)
     synthesizer = build_synthesizer(settings)
     try:
