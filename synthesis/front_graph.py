@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import consumers_of, drop_unused_nodes
+from synthesis.graph import consumers_of, copy_of, drop_unused_nodes
 from synthesis.stages import NOISE_OP, UnsupportedGraph
 
 FRONT_NOISE: Final = "stage/duration_noise"
@@ -93,7 +93,7 @@ def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     follows many computed shapes through; with those constants, ONNX Runtime's own folding at
     load takes the rest (joe: no ``Shape`` left, where 47 were before).
     """
-    folded = _copy(model)
+    folded = copy_of(model)
     graph = folded.graph
     shapes = inferred(folded).shapes
     for node in [node for node in graph.node if node.op_type == "Shape" and shapes.get(node.input[0])]:
@@ -113,7 +113,7 @@ def with_noise_input(
 ) -> tuple[onnx.ModelProto, tuple[int, ...]]:
     """A copy of ``front`` whose one random op is replaced by the input :data:`FRONT_NOISE`,
     and the noise's shape (``known``: :func:`inferred` of ``front``, if the caller has it)."""
-    model = _copy(front)
+    model = copy_of(front)
     graph = model.graph
     random = [node for node in graph.node if node.op_type in RANDOM_OPS]
     if len(random) != 1 or random[0].op_type != NOISE_OP:
@@ -137,7 +137,7 @@ def with_noise_input(
 def with_dense_masks(front: onnx.ModelProto, known: Inferred | None = None) -> onnx.ModelProto:
     """A copy of ``front`` without ``NonZero``: masked gathers and scatters made dense
     (``known``: :func:`inferred` of ``front``, or of a graph with the same tensors)."""
-    model = _copy(front)
+    model = copy_of(front)
     graph = model.graph
     shapes, ranks, types = known or inferred(front)
     consumers = consumers_of(graph.node)
@@ -255,12 +255,6 @@ class _NameMaker:
             pass
         self.taken.add(name)
         return name
-
-
-def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
 
 
 def _attribute(node: onnx.NodeProto, name: str) -> object:

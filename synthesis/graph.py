@@ -14,7 +14,7 @@ reads each tensor (:class:`GraphView`), and the removal of what an edit left unr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,24 +82,58 @@ def consumers_of(nodes: Iterable[onnx.NodeProto]) -> dict[str, list[onnx.NodePro
     return found
 
 
+def copy_of(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A deep copy of ``model``, for edits that leave the caller's model as it was."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
 def drop_unused_initializers(graph: onnx.GraphProto) -> None:
-    """Remove the initializers no node reads."""
+    """Remove the initializers no node reads (in place: the kept ones are not copied)."""
     used = {name for node in graph.node for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    for index in reversed(range(len(graph.initializer))):
+        if graph.initializer[index].name not in used:
+            del graph.initializer[index]
 
 
 def drop_unused_nodes(graph: onnx.GraphProto) -> None:
-    """Remove the nodes none of whose outputs is read, until none is left."""
-    outputs = {value.name for value in graph.output}
-    while True:
-        read = {name for node in graph.node for name in node.input} | outputs
-        unused = [node for node in graph.node if not any(out in read for out in node.output)]
-        if not unused:
-            return
-        for node in unused:
-            graph.node.remove(node)
+    """Remove the nodes that no graph output depends on, in one pass back from the outputs."""
+    producers = {output: node for node in graph.node for output in node.output}
+    needed: set[int] = set()
+    pending = [value.name for value in graph.output]
+    while pending:
+        node = producers.get(pending.pop())
+        if node is not None and id(node) not in needed:
+            needed.add(id(node))
+            pending.extend(node.input)
+    kept = [node for node in graph.node if id(node) in needed]
+    if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
+class _Values(Mapping[str, np.ndarray]):
+    """Initializers' values by name, each converted to numpy when first asked for: a matcher
+    reads a few small constants, and converting every weight up front cost more than the match."""
+
+    def __init__(self, initializers: Iterable[onnx.TensorProto]) -> None:
+        self._tensors = {init.name: init for init in initializers}
+        self._values: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._values:
+            self._values[name] = numpy_helper.to_array(self._tensors[name])
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
 
 
 @dataclass(frozen=True)
@@ -108,13 +142,13 @@ class GraphView:
 
     producers: dict[str, onnx.NodeProto]
     consumers: dict[str, list[onnx.NodeProto]]
-    constants: dict[str, np.ndarray]
-    """The initializers' values, by name."""
+    constants: Mapping[str, np.ndarray]
+    """The initializers' values, by name (converted when read)."""
 
     @classmethod
     def of(cls, graph: onnx.GraphProto) -> GraphView:
         return cls(
             {output: node for node in graph.node for output in node.output},
             consumers_of(graph.node),
-            {init.name: numpy_helper.to_array(init) for init in graph.initializer},
+            _Values(graph.initializer),
         )

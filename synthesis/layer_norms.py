@@ -21,7 +21,7 @@ from typing import Final, TypeGuard
 import onnx
 from onnx import helper
 
-from synthesis.graph import GraphView
+from synthesis.graph import GraphView, copy_of
 
 LAYER_NORM_OPSET: Final = 17
 
@@ -40,8 +40,7 @@ class _Chain:
 
 def with_fused_layer_norms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` with each spelled-out layer norm fused; and how many were."""
-    fused = onnx.ModelProto()
-    fused.CopyFrom(model)
+    fused = copy_of(model)
     graph = fused.graph
     view = GraphView.of(graph)
     found = (_chain(node, view) for node in graph.node if node.op_type == "Pow")

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import consumers_of
+from synthesis.graph import consumers_of, copy_of
 
 FLOAT: Final = TensorProto.FLOAT
 HALF: Final = TensorProto.FLOAT16
@@ -100,8 +100,7 @@ def convert_to_fp16(model: onnx.ModelProto, whole_graph: bool = False) -> onnx.M
     ``whole_graph`` converts every node: for the waveform stage cut out by ``synthesis.stages``,
     which holds only the flow and the decoder.
     """
-    converted = onnx.ModelProto()
-    converted.CopyFrom(model)
+    converted = copy_of(model)
     graph = converted.graph
     _unique_node_names(graph)
     types = _element_types(converted)

@@ -26,7 +26,7 @@ lengths and log-mel distances to the last digit (docs/benchmarks.md, runs 23-28)
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,7 +35,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import GraphView, drop_unused_initializers, drop_unused_nodes
+from synthesis.graph import GraphView, copy_of, drop_unused_initializers, drop_unused_nodes
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ class _Chain:
 
 def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` with each relative-position chain as one ``Gather``; and how many were."""
-    gathered = onnx.ModelProto()
-    gathered.CopyFrom(model)
+    gathered = copy_of(model)
     graph = gathered.graph
     view = GraphView.of(graph)
     found = [chain for node in graph.node if node.op_type == "Slice" and (chain := _chain(node, view))]
@@ -186,7 +185,7 @@ def _zero_padding(pad: onnx.NodeProto) -> bool:
 
 
 def _slice_inputs(
-    node: onnx.NodeProto, constants: dict[str, np.ndarray]
+    node: onnx.NodeProto, constants: Mapping[str, np.ndarray]
 ) -> tuple[list[int], list[int]] | None:
     """A ``Slice``'s constant axes and steps (steps of 1 when absent), or ``None``."""
     if len(node.input) < 4 or node.input[3] not in constants:
@@ -201,14 +200,14 @@ def _slice_inputs(
     return axes, steps
 
 
-def _slices_last_two_axes(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> bool:
+def _slices_last_two_axes(node: onnx.NodeProto, constants: Mapping[str, np.ndarray]) -> bool:
     """A ``Slice`` over the last two axes, as relative to absolute's ``[:, :, :ids, ids - 1:]``
     (its starts and ends, computed from ``ids``, are left to :func:`_checked`)."""
     found = _slice_inputs(node, constants)
     return found is not None and found[0] in ([2, 3], [-2, -1]) and found[1] == [1, 1]
 
 
-def _drops_first_column(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> bool:
+def _drops_first_column(node: onnx.NodeProto, constants: Mapping[str, np.ndarray]) -> bool:
     """``[:, :, :, 1:]`` of absolute to relative."""
     found = _slice_inputs(node, constants)
     if found is None or found[0] not in ([3], [-1]) or found[1] != [1]:

@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto, helper
 from onnx.utils import Extractor
 
-from synthesis.graph import consumers_of
+from synthesis.graph import consumers_of, copy_of
 
 NOISE_OP: Final = "RandomNormalLike"
 DURATION_OP: Final = "Ceil"
@@ -312,8 +312,7 @@ def with_fixed_inputs(model: onnx.ModelProto, dims: Mapping[str, Sequence[int]])
     With every input shape known, ONNX Runtime folds the graph's shape arithmetic away at load,
     which leaves no CPU node in between: the condition for capturing a CUDA graph.
     """
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
+    fixed = copy_of(model)
     for value in fixed.graph.input:
         if value.name in dims:
             shape = value.type.tensor_type.shape

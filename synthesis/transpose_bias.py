@@ -14,13 +14,12 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from synthesis.graph import drop_unused_initializers
+from synthesis.graph import copy_of, drop_unused_initializers
 
 
 def with_transpose_biases_apart(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` with each biased ``ConvTranspose`` split in two; and how many were."""
-    split = onnx.ModelProto()
-    split.CopyFrom(model)
+    split = copy_of(model)
     graph = split.graph
     initializers = {init.name: init for init in graph.initializer}
     nodes: list[onnx.NodeProto] = []
