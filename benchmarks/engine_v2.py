@@ -8,7 +8,6 @@
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
     python benchmarks/engine_v2.py --engine v2 --out DIR --name fused --cuda-option fuse_conv_bias=1
     python benchmarks/engine_v2.py --engine v2 --out DIR --name exported --exported-positions
-    python benchmarks/engine_v2.py --engine v2 --out DIR --name fine --fine-frame-buckets
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
@@ -75,7 +74,6 @@ QUALITY_TEXTS = HERE / "quality_texts.txt"
 EXACT = Scales(0.0, 1.0, 0.0)
 SEED = 7
 THREADS = 3
-FINE_FRAME_BUCKETS = (*range(64, 512 + 1, 32), 576, 640, 704, 768, 896, 1024, 1280, 1536)
 
 
 class Results:
@@ -273,11 +271,6 @@ def main() -> None:
     parser.add_argument(
         "--fused-conv-bias", action="store_true", help="v2's waveform biases fused by cuDNN (experiment)"
     )
-    parser.add_argument(
-        "--fine-frame-buckets",
-        action="store_true",
-        help="frames every 32 to 512, every 64 to 768 (experiment: less padding, more graphs)",
-    )
     parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--compare", type=Path, nargs="+", help="print these result files side by side")
@@ -308,7 +301,6 @@ def main() -> None:
         fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
         fused_conv_bias=args.fused_conv_bias,
-        frame_buckets=FINE_FRAME_BUCKETS if args.fine_frame_buckets else (),
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 

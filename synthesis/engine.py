@@ -148,9 +148,6 @@ class EngineOptions:
     """Experimental, for the staged engine on CUDA: the waveform sessions' convolution biases
     fused into the convolutions by cuDNN (CUDA option ``fuse_conv_bias``), each
     ``ConvTranspose``'s bias moved to an ``Add`` first (``synthesis.transpose_bias``)."""
-    frame_buckets: tuple[int, ...] = ()
-    """The staged engine's decoder lengths in frames, ascending (empty: its own
-    ``FRAME_BUCKETS``). Finer buckets pad less and capture more graphs (an experiment)."""
     max_batch_frames: int = MAX_BATCH_FRAMES
     """Batches over this many rows x decoder frames run in parts."""
     profile_prefix: str | None = None

@@ -155,8 +155,19 @@ def stage_cuda_options(options: EngineOptions, graphs: bool) -> StageCudaOptions
     return StageCudaOptions(options.cuda_options, (*waveform, *GRAPH_OPTIONS) if graphs else waveform)
 
 
-def frame_bucket(frames: int, buckets: Sequence[int] = FRAME_BUCKETS) -> int:
-    for size in buckets:
+def waveform_cuda_options(
+    options: EngineOptions, graphs: bool, arena: CudaOptions, fp32: bool
+) -> CudaOptions:
+    """A waveform session's CUDA options. An fp32 slot's are NCHW whatever the layout: it is
+    cuDNN's fallback where fp16 has no plan (1 to 4 rows), and in NHWC it gave wrong audio for
+    single items (run 11)."""
+    fused = (FUSED_CONV_BIAS,) if options.fused_conv_bias else ()
+    chosen = (*arena, *stage_cuda_options(options, graphs).waveform, *fused)
+    return tuple(option for option in chosen if not (fp32 and option == NHWC))
+
+
+def frame_bucket(frames: int) -> int:
+    for size in FRAME_BUCKETS:
         if size >= frames:
             return size
     return round_up(frames, FRAME_STEP_PAST_BUCKETS)
@@ -211,9 +222,6 @@ class StagedEngine(EngineBasics):
         use_cuda = wants_cuda(options.provider)
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
-        self._frame_buckets = options.frame_buckets or FRAME_BUCKETS
-        if list(self._frame_buckets) != sorted(set(self._frame_buckets)) or self._frame_buckets[0] < 1:
-            raise ValueError(f"frame buckets must be positive and ascending, not {self._frame_buckets}")
         self.graphs = use_cuda and self.buckets
         """Waveform buckets are captured as CUDA graphs; without CUDA they run as plain sessions."""
         self.sessions_built = 0
@@ -245,9 +253,6 @@ class StagedEngine(EngineBasics):
         self._front_providers = providers_for(use_cuda, options.device_id, (*self._arena, *front_cuda))
         captured_front = (*self._arena, *front_cuda, *GRAPH_OPTIONS)
         self._front_graph_providers = providers_for(use_cuda, options.device_id, captured_front)
-        self._fused_bias: CudaOptions = (FUSED_CONV_BIAS,) if use_cuda and options.fused_conv_bias else ()
-        self._waveform_cuda: CudaOptions = (*self._arena, *waveform_cuda, *self._fused_bias)
-        """The waveform sessions' CUDA options (see :meth:`_waveform_providers`)."""
         self._front_options = session_options(options.cpu_threads, False, options.profile_prefix)
         own_arenas = NHWC in waveform_cuda or options.capture_front
         shared = self.graphs and not own_arenas and share_gpu_arena(options.device_id, "graphs")
@@ -270,8 +275,9 @@ class StagedEngine(EngineBasics):
         self._lane = graph_lane(options.device_id) if self.buckets else None
         expand = stages.expand.SerializeToString()
         self._expand = self._build(expand, self._front_options, self._front_providers)
-        plain_providers = providers_for(use_cuda, options.device_id, ())
-        self._copier = self._build(copy_model().SerializeToString(), self._front_options, plain_providers)
+        copier = partial(self._build, copy_model().SerializeToString(), self._front_options)
+        self._copier = copier(providers_for(use_cuda, options.device_id, ())) if self.buckets else None
+        """Copies a slot's audio to host memory (slots exist only with buckets)."""
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._first_front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -304,13 +310,12 @@ class StagedEngine(EngineBasics):
             return 0
         done = 0
         scales = Scales(0.0, 1.0, 0.0)
-        buckets = self._frame_buckets
-        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST), buckets)
+        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
         for rows in sorted({row_bucket(size) for size in batch_sizes}):
             done += self._run_fillers(rows, max_ids, scales)
             if self.front_graphs:  # a front graph is captured at its second run
                 done += self._run_fillers(rows, max_ids, scales)
-            for frames in (size for size in buckets if size <= top):
+            for frames in (size for size in FRAME_BUCKETS if size <= top):
                 self._on_lane(partial(self._capture, rows, frames))
                 done += 1
         return done
@@ -527,6 +532,7 @@ class StagedEngine(EngineBasics):
         ``OrtValue.numpy`` the graph lane held it for the whole copy, and in a worker it then
         also waited for it after every run while 32 job threads took turns (docs/benchmarks.md,
         runs 24-27)."""
+        assert self._copier is not None  # built with buckets, the only way to a slot
         host = np.empty(audio.shape(), dtype=np.float32)
         binding = self._copier.io_binding()
         binding.bind_ortvalue_input(COPY_INPUT, audio)
@@ -551,7 +557,7 @@ class StagedEngine(EngineBasics):
         """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
         rows, width = durations.shape
         frames_needed = max(int(durations.sum(axis=1).max()), 1)
-        frames = frame_bucket(frames_needed, self._frame_buckets) if self.buckets else frames_needed
+        frames = frame_bucket(frames_needed) if self.buckets else frames_needed
         index = np.empty((rows, frames), dtype=np.int64)
         mask = np.zeros((rows, 1, frames), dtype=np.float32)
         for row in range(rows):
@@ -680,9 +686,7 @@ class StagedEngine(EngineBasics):
             if not self.graphs or is_out_of_memory(error):
                 raise
             log.warning("voice %s: no CUDA graph for the waveform (%s): plain runs", self.voice.name, error)
-            self.graphs = False  # it was True, so this is CUDA
-            plain = stage_cuda_options(self.options, graphs=False).waveform
-            self._waveform_cuda = (*self._arena, *plain, *self._fused_bias)
+            self.graphs = False  # it was True, so this is CUDA; the providers follow
             session = self._build(fixed, self._graph_options, self._waveform_providers(fp32))
         inputs = {name: self._buffer(shape, types[name]) for name, shape in dims.items()}
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
@@ -691,10 +695,7 @@ class StagedEngine(EngineBasics):
         return WaveformSlot(session, _bound(session, inputs, {AUDIO_OUTPUT: output}), inputs, output, fp32)
 
     def _waveform_providers(self, fp32: bool = False) -> list[Any]:
-        """The waveform sessions' providers; an fp32 slot's in NCHW whatever the layout: it is
-        cuDNN's fallback where fp16 has no plan (1 to 4 rows), and in NHWC it gave wrong audio
-        for single items (run 11)."""
-        options = tuple(option for option in self._waveform_cuda if not (fp32 and option == NHWC))
+        options = waveform_cuda_options(self.options, self.graphs, self._arena, fp32)
         return providers_for(self._device == "cuda", self.options.device_id, options)
 
     def _buffer(self, shape: Sequence[int], elem_type: int) -> ort.OrtValue:
