@@ -51,6 +51,10 @@ class GpuMemory:
         """Bytes free on the device now."""
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
 
+    def close(self) -> None:
+        """Let NVML go (it counts its users: one shutdown per init)."""
+        self._nvml.nvmlShutdown()
+
 
 def free_gpu_memory(cuda_device: int) -> int | None:
     """Bytes free on CUDA device ``cuda_device`` now (:class:`GpuMemory`); ``None`` without a
@@ -62,7 +66,11 @@ def free_gpu_memory(cuda_device: int) -> int | None:
     import pynvml
 
     try:
-        return GpuMemory(cuda_device).free()
+        memory = GpuMemory(cuda_device)
+        try:
+            return memory.free()
+        finally:
+            memory.close()
     except pynvml.NVMLError as error:
         log.warning("the free memory of GPU %d is unknown (%s)", cuda_device, error)
         return None
