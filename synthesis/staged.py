@@ -43,6 +43,7 @@ import onnx
 import onnxruntime as ort
 
 from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
+from synthesis.conv_bias import with_biases_apart
 from synthesis.engine import (
     EngineBasics,
     EngineItem,
@@ -86,7 +87,6 @@ from synthesis.stages import (
     split_voice,
     with_fixed_inputs,
 )
-from synthesis.transpose_bias import with_transpose_biases_apart
 from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
@@ -240,8 +240,11 @@ class StagedEngine(EngineBasics):
         stages = split_voice(model)
         if use_cuda and options.fused_layer_norms:  # experimental: lengths move (run 20)
             stages = replace(stages, front=with_fused_layer_norms(stages.front)[0])
-        if use_cuda and options.fused_conv_bias:  # experimental
-            stages = replace(stages, waveform=with_transpose_biases_apart(stages.waveform)[0])
+        if use_cuda and options.conv_bias_adds:  # experimental
+            stages = replace(stages, front=with_biases_apart(stages.front)[0])
+            stages = replace(stages, waveform=with_biases_apart(stages.waveform)[0])
+        elif use_cuda and options.fused_conv_bias:  # experimental
+            stages = replace(stages, waveform=with_biases_apart(stages.waveform, {"ConvTranspose"})[0])
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"

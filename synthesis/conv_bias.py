@@ -1,0 +1,66 @@
+"""Convolution biases as ``Add`` nodes of their own.
+
+onnxruntime's CUDA provider adds a convolution's bias with cuDNN's generic tensor kernel
+(``cudnnAddTensor``), one call per convolution. In the waveform stage (fp16, NHWC, 32 rows x 768
+frames) those calls were a quarter of the GPU time: 62 of them, 8.5 ms per replay, against 5.2 ms
+for the 68 residual ``Add``\\ s of the same tensors, which read twice as much (docs/benchmarks.md,
+runs 24 and 28). :func:`with_biases_apart` takes each bias out of its convolution:
+``Conv(x, w, b)`` becomes ``Conv(x, w) + b``, the bias shaped ``(channels, 1, ...)`` to broadcast
+over the length, so onnxruntime's own elementwise kernel adds it. The sum is rounded once either
+way, so the values are the same.
+
+Two uses:
+
+- every ``Conv`` and ``ConvTranspose`` (``EngineOptions.conv_bias_adds``): the bias added by
+  onnxruntime instead of cuDNN. onnxruntime folds such an ``Add`` back only into a convolution
+  of 2-D kernels or more (its ``ConvAddFusion``); a Piper voice's are 1-D.
+- only ``ConvTranspose`` (``EngineOptions.fused_conv_bias``): cuDNN's frontend (CUDA option
+  ``fuse_conv_bias``) fuses the other biases into their convolutions, but cannot build a
+  ``ConvTranspose`` with one (run 17: "Failed to initialize CUDNN Frontend").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+import onnx
+from onnx import helper, numpy_helper
+
+from synthesis.graph import copy_of, drop_unused_initializers
+
+CONVOLUTIONS: Final = frozenset({"Conv", "ConvTranspose"})
+
+
+def with_biases_apart(
+    model: onnx.ModelProto, op_types: Collection[str] = CONVOLUTIONS
+) -> tuple[onnx.ModelProto, int]:
+    """A copy of ``model`` with each biased node of ``op_types`` split in two; and how many were.
+    A bias that is not a constant of the graph is left where it is."""
+    split = copy_of(model)
+    graph = split.graph
+    initializers = {init.name: init for init in graph.initializer}
+    nodes: list[onnx.NodeProto] = []
+    count = 0
+    for node in graph.node:
+        bias = node.input[2] if node.op_type in op_types and len(node.input) > 2 else ""
+        kernel = initializers.get(node.input[1]) if bias else None
+        if not bias or bias not in initializers or kernel is None:
+            nodes.append(node)
+            continue
+        values = numpy_helper.to_array(initializers[bias])
+        spatial = len(kernel.dims) - 2
+        shaped = f"{bias}/per_channel"
+        graph.initializer.append(numpy_helper.from_array(values.reshape(-1, *[1] * spatial), shaped))
+        unbiased = f"{node.output[0]}/unbiased"
+        convolution = onnx.NodeProto()
+        convolution.CopyFrom(node)
+        del convolution.input[2:]
+        convolution.output[0] = unbiased
+        nodes.append(convolution)
+        nodes.append(helper.make_node("Add", [unbiased, shaped], [node.output[0]], name=f"{node.name}/bias"))
+        count += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    drop_unused_initializers(graph)
+    return split, count
