@@ -233,16 +233,18 @@ def main() -> None:
     server = start_redis(args.redis_server, args.port)
     try:
         with tempfile.TemporaryDirectory(prefix="ttsfarm-farm-") as folder:
-            for kind in args.variants:
-                print(f"== {kind}", flush=True)
+            for index, kind in enumerate(args.variants):
+                seen = args.variants[:index].count(kind)
+                label = f"{kind} #{seen + 1}" if seen else kind  # a variant named twice: A B B A
+                print(f"== {label}", flush=True)
                 try:
-                    results[kind] = measure(kind, args, args.port, Path(folder))
+                    results[label] = measure(kind, args, args.port, Path(folder))
                 except Exception as error:
-                    results[kind] = {"error": repr(error)}
+                    results[label] = {"error": repr(error)}
                     logs = sorted(Path(folder).glob("worker-*.log"))
                     for log in logs:
                         shutil.copy(log, args.out / log.name)
-                print(json.dumps(results[kind]), flush=True)
+                print(json.dumps(results[label]), flush=True)
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
         server.terminate()
