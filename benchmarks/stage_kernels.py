@@ -122,7 +122,9 @@ def main() -> None:
     def stage() -> object:
         if args.stage == "front":
             return engine._run_front(batch, EXACT)
-        return engine._run_waveform(front, planned[0], 0.0)
+        audio = engine._run_waveform(front, planned[0], 0.0)
+        engine._host.give(audio)  # lent to it (synthesis.host_buffers), as to the engine's own runs
+        return audio
 
     for _ in range(5):
         stage()

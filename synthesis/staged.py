@@ -56,6 +56,7 @@ from synthesis.engine import (
     warmup_ids,
 )
 from synthesis.front_graph import FRONT_NOISE, capturable_front
+from synthesis.host_buffers import HostBuffers
 from synthesis.layer_norms import with_fused_layer_norms
 from synthesis.precision import convert_to_fp16
 from synthesis.relative_positions import with_gathered_relative_positions
@@ -280,7 +281,9 @@ class StagedEngine(EngineBasics):
         self._expand = self._build(expand, self._front_options, self._front_providers)
         copier = partial(self._build, copy_model().SerializeToString(), self._front_options)
         self._copier = copier(providers_for(use_cuda, options.device_id, ())) if self.buckets else None
-        """Copies a slot's audio to host memory (slots exist only with buckets)."""
+        """Copies a slot's audio to host memory (slots exist only with buckets)..."""
+        self._host = HostBuffers(options.device_id if use_cuda else None)
+        """... into these buffers, lent from the copy until :meth:`run` has cut the items out."""
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._first_front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -345,7 +348,11 @@ class StagedEngine(EngineBasics):
             self.frame_overflows += 1
             return self._in_halves(items, scales)
         audio, samples = spoken
-        return [audio[row, : samples[row]].copy() for row in range(len(items))]
+        try:
+            return [audio[row, : samples[row]].copy() for row in range(len(items))]
+        finally:
+            if self.buckets:  # the audio is in a lent buffer (:meth:`_to_host`)
+                self._host.give(audio)
 
     def _run_plain(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
         """The front in this thread; expand and waveform on the graph lane. ``None`` if the
@@ -534,13 +541,18 @@ class StagedEngine(EngineBasics):
         """A slot's audio copied to host memory inside a session run, with the GIL free: through
         ``OrtValue.numpy`` the graph lane held it for the whole copy, and in a worker it then
         also waited for it after every run while 32 job threads took turns (docs/benchmarks.md,
-        runs 24-27)."""
+        runs 24-27). The copy goes into a buffer lent by ``self._host`` (page-locked on CUDA:
+        ``synthesis.host_buffers``); the caller gives it back."""
         assert self._copier is not None  # built with buckets, the only way to a slot
-        host = np.empty(audio.shape(), dtype=np.float32)
-        binding = self._copier.io_binding()
-        binding.bind_ortvalue_input(COPY_INPUT, audio)
-        binding.bind_output(COPY_OUTPUT, "cpu", 0, np.float32, list(host.shape), host.ctypes.data)
-        self._copier.run_with_iobinding(binding)
+        host = self._host.take(audio.shape())
+        try:
+            binding = self._copier.io_binding()
+            binding.bind_ortvalue_input(COPY_INPUT, audio)
+            binding.bind_output(COPY_OUTPUT, "cpu", 0, np.float32, list(host.shape), host.ctypes.data)
+            self._copier.run_with_iobinding(binding)
+        except BaseException:
+            self._host.give(host)
+            raise
         return host.reshape(rows, -1)
 
     def _on_lane(self, work: Callable[[], T]) -> T:
