@@ -56,18 +56,27 @@ def farm_env(redis_url: str, s3_endpoint: str, storage_url: str, **settings: str
 
 
 def start_worker(
-    arguments: Sequence[str], env: dict[str, str], log_path: Path, timeout: float = START_TIMEOUT_SECONDS
+    arguments: Sequence[str],
+    env: dict[str, str],
+    log_path: Path,
+    timeout: float = START_TIMEOUT_SECONDS,
+    checkout: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``ttsfarm worker ARGUMENTS`` in its own process, logging to ``log_path``; returns once it
     is ready (each of its consumers, with ``--consumers`` or ``TTSFARM_CONSUMERS``), or raises
-    ``RuntimeError`` with the end of its log."""
+    ``RuntimeError`` with the end of its log. With ``checkout``, the worker runs that copy of
+    the source tree (started in it, so ``python -m`` imports it first): to compare two commits."""
     given = list(arguments)
     consumers = int(
         given[given.index("--consumers") + 1] if "--consumers" in given else env.get("TTSFARM_CONSUMERS", 1)
     )
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ttsfarm", "worker", *arguments], env=env, stdout=log, stderr=log
+            [sys.executable, "-m", "ttsfarm", "worker", *arguments],
+            env=env,
+            stdout=log,
+            stderr=log,
+            cwd=checkout,
         )
     deadline = time.monotonic() + timeout
     while log_path.read_text(errors="replace").count(READY_MARK) < consumers:

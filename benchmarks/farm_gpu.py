@@ -1,7 +1,8 @@
 """The farm end to end, as users run it: Redis, one `ttsfarm worker`, jobs from `Client`.
 
 For each variant in turn (an engine kind, ``TTSFARM_ENGINE``, and optional settings after a
-colon, e.g. ``staged:TTSFARM_CONCURRENCY=32,TTSFARM_TEXT_PROCESSES=8``): start a worker, time
+colon, e.g. ``staged:TTSFARM_CONCURRENCY=32,TTSFARM_TEXT_PROCESSES=8``; ``staged@DIR`` runs the
+worker from the source tree in DIR, another commit, for an A/B in one run): start a worker, time
 its start to "ready", warm it up with a round of jobs, then submit --jobs jobs at once
 per GPU (held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
@@ -12,6 +13,7 @@ the worker and its text processes over the timed round. Starts its own Redis on 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
     python benchmarks/farm_gpu.py --out DIR --gpus 2 --variants staged   # one worker per GPU
     python benchmarks/farm_gpu.py --out DIR --variants staged --profile 15  # py-spy: DIR/profile-*.txt
+    python benchmarks/farm_gpu.py --out DIR --variants staged staged@../before staged@../before staged
     python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
 """
 
@@ -75,16 +77,22 @@ def start_redis(server: str, port: int) -> subprocess.Popen[bytes]:
 
 
 def start_worker(
-    env: dict[str, str], log_path: Path, smoke: bool, gpu: int = 0, name: str | None = None
+    env: dict[str, str],
+    log_path: Path,
+    smoke: bool,
+    gpu: int = 0,
+    name: str | None = None,
+    checkout: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``ttsfarm worker`` (on GPU ``gpu``, or the CPU with ``smoke``) and wait for it to be
-    ready; ``name`` sets its Celery name, for several workers on one GPU."""
+    """Start ``ttsfarm worker`` (on GPU ``gpu``, or the CPU with ``smoke``; from ``checkout``
+    where given) and wait for it to be ready; ``name`` sets its Celery name, for several workers
+    on one GPU."""
     started = time.monotonic()
     where = ["--cpu", "--hostname", name or f"ttsfarm-cpu{gpu}@%h"] if smoke else ["--gpu", str(gpu)]
     if name and not smoke:
         where += ["--hostname", name]
     env = {"TTSFARM_METRICS_PORT": "0", **env}  # workers of one host would share the default port
-    process = start_farm_worker(where, env, log_path)
+    process = start_farm_worker(where, env, log_path, checkout=checkout)
     return process, time.monotonic() - started
 
 
@@ -155,8 +163,10 @@ def start_profile(
 
 
 def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
-    kind, _, extra = variant.partition(":")
-    label = variant.replace(":", "-").replace(",", "-").replace("=", "")
+    engine, _, extra = variant.partition(":")
+    kind, _, tree = engine.partition("@")
+    checkout = Path(tree).resolve() if tree else None
+    label = variant.replace(":", "-").replace(",", "-").replace("=", "").replace("@", "-").replace("/", "_")
     storage = folder / f"out-{label}"
     env = {
         **os.environ,
@@ -167,7 +177,8 @@ def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> 
         **dict(pair.split("=", 1) for pair in extra.split(",") if pair),
     }
     started = [
-        start_worker(env, folder / f"worker-{label}-{gpu}.log", args.smoke, gpu) for gpu in range(args.gpus)
+        start_worker(env, folder / f"worker-{label}-{gpu}.log", args.smoke, gpu, checkout=checkout)
+        for gpu in range(args.gpus)
     ]
     workers = [worker for worker, _ in started]
     ready_s = max(seconds for _, seconds in started)
