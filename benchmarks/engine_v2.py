@@ -8,7 +8,7 @@
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
     python benchmarks/engine_v2.py --engine v2 --out DIR --name fused --cuda-option fuse_conv_bias=1
     python benchmarks/engine_v2.py --engine v2 --out DIR --name exported --exported-positions
-    python benchmarks/engine_v2.py --engine v2 --out DIR --name bias-adds --conv-bias-adds
+    python benchmarks/engine_v2.py --engine v2 --out DIR --name cudnn-bias --cudnn-bias   # as before run 31
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
@@ -273,7 +273,7 @@ def main() -> None:
         "--fused-conv-bias", action="store_true", help="v2's waveform biases fused by cuDNN (experiment)"
     )
     parser.add_argument(
-        "--conv-bias-adds", action="store_true", help="v2's conv biases as Adds (TTSFARM_CONV_BIAS_ADDS)"
+        "--cudnn-bias", action="store_true", help="conv biases added by cuDNN (TTSFARM_CONV_BIAS_ADDS=off)"
     )
     parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
@@ -305,7 +305,7 @@ def main() -> None:
         fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
         fused_conv_bias=args.fused_conv_bias,
-        conv_bias_adds=args.conv_bias_adds,
+        conv_bias_adds=not args.cudnn_bias,
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 

@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--stage", choices=["front", "waveform"], default="front")
     parser.add_argument("--fused-layer-norms", action="store_true", help="layer norms fused (experiment)")
     parser.add_argument("--exported-positions", action="store_true", help="relative positions as exported")
-    parser.add_argument("--conv-bias-adds", action="store_true", help="conv biases as Adds (experiment)")
+    parser.add_argument("--cudnn-bias", action="store_true", help="conv biases by cuDNN (before run 31)")
     parser.add_argument("--name", default="", help="suffix of the result file, for variants")
     args = parser.parse_args()
     try:
@@ -108,7 +108,7 @@ def main() -> None:
         waveform_cuda_options=(NHWC,),
         fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
-        conv_bias_adds=args.conv_bias_adds,
+        conv_bias_adds=not args.cudnn_bias,
     )
     engine = StagedEngine(voice, variant)
     items = sorted(corpus_items(voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids))

@@ -144,10 +144,11 @@ class EngineOptions:
     """Experimental, for the staged engine on CUDA: its front's spelled-out layer norms as
     single nodes (``synthesis.layer_norms``). 1.09x engine alone on an H200, but 9 of 79 corpus
     segments came out a different length from the fp32 reference (run 20), so it is off."""
-    conv_bias_adds: bool = False
-    """Experimental, for the staged engine on CUDA: every convolution's bias added by an ``Add``
-    of its own (``synthesis.conv_bias``) instead of cuDNN's generic tensor kernel, a quarter of
-    the waveform stage's GPU time (run 28). The same values, in fp32 and fp16."""
+    conv_bias_adds: bool = True
+    """The staged engine on CUDA: every convolution's bias added by an ``Add`` of its own
+    (``synthesis.conv_bias``) instead of cuDNN's generic tensor kernel, which was a third of the
+    waveform stage's GPU time. The same lengths and log-mel distances to the last digit; engine
+    alone 1.07x (docs/benchmarks.md, run 31). Off only to compare."""
     fused_conv_bias: bool = False
     """Experimental, for the staged engine on CUDA: the waveform sessions' convolution biases
     fused into the convolutions by cuDNN (CUDA option ``fuse_conv_bias``), each

@@ -167,6 +167,19 @@ def waveform_cuda_options(
     return tuple(option for option in chosen if not (fp32 and option == NHWC))
 
 
+def frame_plan(durations: np.ndarray, frames: int) -> Plan:
+    """Each of ``frames`` frames' row-major index into the ``(rows * ids)`` prior, and the frame
+    mask, for integer ``durations`` of ``(rows, ids)`` that sum to at most ``frames`` per row.
+    A frame past its row's length points at the row's first id and is masked out. In a few
+    whole-array steps, not a loop over rows: it runs in a batcher runner, and every step holds
+    the worker's GIL (docs/benchmarks.md, run 31)."""
+    rows, width = durations.shape
+    spoken = np.arange(frames) < durations.sum(axis=1)[:, None]
+    index = np.repeat(np.arange(0, rows * width, width, dtype=np.int64)[:, None], frames, axis=1)
+    index[spoken] = np.repeat(np.arange(rows * width, dtype=np.int64), durations.ravel())
+    return index, spoken[:, None, :].astype(np.float32)
+
+
 def frame_bucket(frames: int) -> int:
     for size in FRAME_BUCKETS:
         if size >= frames:
@@ -241,11 +254,11 @@ class StagedEngine(EngineBasics):
         stages = split_voice(model)
         if use_cuda and options.fused_layer_norms:  # experimental: lengths move (run 20)
             stages = replace(stages, front=with_fused_layer_norms(stages.front)[0])
-        if use_cuda and options.conv_bias_adds:  # experimental
+        if use_cuda and options.fused_conv_bias:  # experimental: cuDNN fuses the other biases
+            stages = replace(stages, waveform=with_biases_apart(stages.waveform, {"ConvTranspose"})[0])
+        elif use_cuda and options.conv_bias_adds:
             stages = replace(stages, front=with_biases_apart(stages.front)[0])
             stages = replace(stages, waveform=with_biases_apart(stages.waveform)[0])
-        elif use_cuda and options.fused_conv_bias:  # experimental
-            stages = replace(stages, waveform=with_biases_apart(stages.waveform, {"ConvTranspose"})[0])
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"
@@ -569,19 +582,12 @@ class StagedEngine(EngineBasics):
         return plan, durations[:items].sum(axis=1) * self.voice.hop_length
 
     def _frame_plan(self, durations: np.ndarray) -> Plan:
-        """Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
+        """The batch's :func:`frame_plan`, padded to its frame bucket (with buckets)."""
         rows, width = durations.shape
         frames_needed = max(int(durations.sum(axis=1).max()), 1)
         frames = frame_bucket(frames_needed) if self.buckets else frames_needed
-        index = np.empty((rows, frames), dtype=np.int64)
-        mask = np.zeros((rows, 1, frames), dtype=np.float32)
-        for row in range(rows):
-            spoken = np.repeat(np.arange(width, dtype=np.int64), durations[row])
-            index[row, : len(spoken)] = spoken + row * width
-            index[row, len(spoken) :] = row * width
-            mask[row, 0, : len(spoken)] = 1.0
         self.last_bucket = Bucket(rows, width, frames)
-        return index, mask
+        return frame_plan(durations, frames)
 
     def _run_waveform(
         self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float

@@ -26,6 +26,7 @@ from synthesis.staged import (
     GRAPH_OPTIONS,
     StagedEngine,
     frame_bucket,
+    frame_plan,
     stage_cuda_options,
     waveform_cuda_options,
 )
@@ -226,6 +227,21 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
 
 
 # buckets
+
+
+def test_the_frame_plan_repeats_each_id_for_its_duration() -> None:
+    rng = np.random.default_rng(3)
+    durations = rng.integers(0, 4, size=(5, 7))
+    durations[2] = 0  # a row that speaks nothing
+    frames = int(durations.sum(axis=1).max()) + 6
+    index, mask = frame_plan(durations, frames)
+    assert index.shape == (5, frames) and mask.shape == (5, 1, frames) and mask.dtype == np.float32
+    for row in range(5):
+        spoken = np.repeat(np.arange(7), durations[row]) + row * 7
+        length = len(spoken)
+        np.testing.assert_array_equal(index[row, :length], spoken)
+        assert np.all(index[row, length:] == row * 7)
+        assert np.all(mask[row, 0, :length] == 1.0) and np.all(mask[row, 0, length:] == 0.0)
 
 
 def test_frame_bucket_is_the_smallest_that_holds_the_frames() -> None:
