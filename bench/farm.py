@@ -65,7 +65,8 @@ def start_worker(
     """``ttsfarm worker ARGUMENTS`` in its own process, logging to ``log_path``; returns once it
     is ready (each of its consumers, with ``--consumers`` or ``TTSFARM_CONSUMERS``), or raises
     ``RuntimeError`` with the end of its log. With ``checkout``, the worker runs that copy of
-    the source tree (started in it, so ``python -m`` imports it first): to compare two commits."""
+    the source tree (started in it, so ``python -m`` imports it first, and relative paths in its
+    settings are read from there): to compare two commits."""
     given = list(arguments)
     consumers = int(
         given[given.index("--consumers") + 1] if "--consumers" in given else env.get("TTSFARM_CONSUMERS", 1)

@@ -162,11 +162,15 @@ def start_profile(
     return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
 
 
-def measure(variant: str, args: argparse.Namespace, port: int, folder: Path) -> dict[str, Any]:
+def measure(
+    variant: str, args: argparse.Namespace, port: int, folder: Path, name: str | None = None
+) -> dict[str, Any]:
+    """One variant's round; ``name`` (default: the variant) names its files, for repeats."""
     engine, _, extra = variant.partition(":")
     kind, _, tree = engine.partition("@")
     checkout = Path(tree).resolve() if tree else None
-    label = variant.replace(":", "-").replace(",", "-").replace("=", "").replace("@", "-").replace("/", "_")
+    label = (name or variant).replace(":", "-").replace(",", "-").replace("=", "").replace("@", "-")
+    label = label.replace("/", "_").replace(" #", "-")
     storage = folder / f"out-{label}"
     env = {
         **os.environ,
@@ -249,7 +253,7 @@ def main() -> None:
                 label = f"{kind} #{seen + 1}" if seen else kind  # a variant named twice: A B B A
                 print(f"== {label}", flush=True)
                 try:
-                    results[label] = measure(kind, args, args.port, Path(folder))
+                    results[label] = measure(kind, args, args.port, Path(folder), label)
                 except Exception as error:
                     results[label] = {"error": repr(error)}
                     logs = sorted(Path(folder).glob("worker-*.log"))

@@ -33,19 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import onnxruntime as ort
 
+from synthesis.host_buffers import PORTABLE, cuda_runtime
 from synthesis.stages import COPY_INPUT, COPY_OUTPUT, copy_model
 
 HOP = 256
-CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
-
-
-def cuda_runtime() -> ctypes.CDLL | None:
-    for name in CUDART_NAMES:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
 
 
 def timed(copy: Callable[[], object], runs: int) -> list[float]:
@@ -91,7 +82,7 @@ def main() -> None:
     registered = False
     if cudart is not None:
         address, size = ctypes.c_void_p(pinned.ctypes.data), ctypes.c_size_t(pinned.nbytes)
-        status = cudart.cudaHostRegister(address, size, 0)
+        status = cudart.cudaSetDevice(0) or cudart.cudaHostRegister(address, size, PORTABLE)
         registered = status == 0
         if registered:
             ways["bound-pinned"] = lambda: bound(pinned)
@@ -102,6 +93,10 @@ def main() -> None:
     lengths = (np.linspace(0.5, 1.0, args.rows) * args.frames * HOP).astype(int)
     flat = reused.reshape(args.rows, -1)
     ways["trim"] = lambda: [flat[row, : lengths[row]].copy() for row in range(args.rows)]
+    expected = device.numpy()
+    for name in ("bound-fresh", "bound-reused", "bound-pinned"):
+        if name in ways and not np.array_equal(np.asarray(ways[name]()), expected):
+            raise SystemExit(f"{name}: the copy differs from OrtValue.numpy()")
     results = {}
     megabytes = reused.nbytes / 1e6
     print(f"{args.rows} x {args.frames} frames: {megabytes:.1f} MB per copy, {args.runs} runs each")

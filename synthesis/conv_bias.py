@@ -38,7 +38,7 @@ def with_biases_apart(
     model: onnx.ModelProto, op_types: Collection[str] = CONVOLUTIONS
 ) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` with each biased node of ``op_types`` split in two; and how many were.
-    A bias that is not a constant of the graph is left where it is."""
+    A node whose bias or kernel is not a constant of the graph is left as it is."""
     split = copy_of(model)
     graph = split.graph
     initializers = {init.name: init for init in graph.initializer}
@@ -53,7 +53,9 @@ def with_biases_apart(
         values = numpy_helper.to_array(initializers[bias])
         spatial = len(kernel.dims) - 2
         shaped = f"{bias}/per_channel"
-        graph.initializer.append(numpy_helper.from_array(values.reshape(-1, *[1] * spatial), shaped))
+        if shaped not in initializers:  # two convolutions may share one bias
+            initializers[shaped] = numpy_helper.from_array(values.reshape(-1, *[1] * spatial), shaped)
+            graph.initializer.append(initializers[shaped])
         unbiased = f"{node.output[0]}/unbiased"
         convolution = onnx.NodeProto()
         convolution.CopyFrom(node)

@@ -146,9 +146,9 @@ class EngineOptions:
     segments came out a different length from the fp32 reference (run 20), so it is off."""
     conv_bias_adds: bool = True
     """The staged engine on CUDA: every convolution's bias added by an ``Add`` of its own
-    (``synthesis.conv_bias``) instead of cuDNN's generic tensor kernel, which was a third of the
+    (``synthesis.conv_bias``) instead of cuDNN's generic tensor kernel, which was a quarter of the
     waveform stage's GPU time. The same lengths and log-mel distances to the last digit; engine
-    alone 1.07x (docs/benchmarks.md, run 31). Off only to compare."""
+    alone 1.07x (docs/benchmarks.md, run 31). Off only to compare; ``fused_conv_bias`` overrides it."""
     fused_conv_bias: bool = False
     """Experimental, for the staged engine on CUDA: the waveform sessions' convolution biases
     fused into the convolutions by cuDNN (CUDA option ``fuse_conv_bias``), each

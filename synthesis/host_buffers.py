@@ -3,23 +3,28 @@
 The staged engine copies each waveform replay's audio (rows x samples, float32: 25 MB for 32 rows
 of 768 frames) to host memory before it cuts out each item's samples. Into fresh pageable memory
 the CUDA driver stages the copy through a pinned buffer of its own, with the CPU copying every
-byte a second time: 2.0 ms for those 25 MB on an idle H200 host, 7.0-7.6 ms under the profiler
-(docs/benchmarks.md, run 30), on the graph lane, whose next replay waits for it. Into page-locked
-memory the GPU writes directly: 0.51 ms, 50 GB/s.
+byte a second time: 2.0 ms for those 25 MB on an idle H200 host, 7.0-7.6 ms under CUDA's profiler
+(docs/benchmarks.md, runs 30-31), on the graph lane, whose next replay waits for it. Into
+page-locked memory the GPU writes directly: 0.51 ms, 50 GB/s.
 
 Page-locking is slow and the memory is the host's, so buffers are kept and reused:
-:meth:`HostBuffers.take` lends an array of the asked shape backed by a free buffer at least that
-large (sizes go in powers of two), :meth:`HostBuffers.give` takes it back. A buffer is in use from
-the copy until the engine has cut the items out of it, so the pool grows to the batches in flight
-at once (the batcher's runners), no further. The memory is locked with the CUDA runtime's
-``cudaHostRegister`` (through ``ctypes``, from the CUDA runtime library onnxruntime's CUDA provider
-loaded); where that library or call is not there, the buffers are plain memory, still reused.
+:meth:`HostBuffers.take` lends an array of the asked shape backed by the smallest free buffer that
+holds it (new ones are made in powers of two), :meth:`HostBuffers.give` takes it back. A buffer is
+in use from the copy until the engine has cut the items out of it, so as many are lent at once as
+batches are in flight (the batcher's runners); at most :data:`KEPT_FREE` free ones are kept, the
+smallest let go first. Each buffer is memory of its own from ``mmap``, page-aligned, since
+``cudaHostRegister`` locks whole pages and two buffers must never share one. It is locked with the
+CUDA runtime's ``cudaHostRegister`` (through ``ctypes``, from the runtime library the CUDA provider
+loaded where it can be found); where that library or call is not there, the buffers are plain
+memory, still reused.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import mmap
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -30,26 +35,35 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 CUDA_RUNTIMES: Final = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
-"""The CUDA runtime's library names, newest first (loaded already where the CUDA provider is)."""
+"""The CUDA runtime's library names, newest first."""
 PORTABLE: Final = 1
 """``cudaHostRegisterPortable``: the memory counts as page-locked for every CUDA context."""
 SMALLEST: Final = 1 << 20
-KEPT_PER_SIZE: Final = 4
-"""Free buffers kept per size; more in use at once are made and, once given back, let go."""
+"""Bytes of the smallest buffer made."""
+KEPT_FREE: Final = 6
+"""Free buffers kept for later batches; past that, the smallest given back is let go."""
+FLOAT_BYTES: Final = np.dtype(np.float32).itemsize
 
 
 def cuda_runtime() -> ctypes.CDLL | None:
-    """The CUDA runtime library, or ``None`` where it cannot be loaded."""
-    for name in CUDA_RUNTIMES:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
+    """The CUDA runtime library: the one already loaded in this process if there is one (the
+    CUDA provider's), else the newest that loads; ``None`` where none can be."""
+    for mode in (getattr(os, "RTLD_NOLOAD", 0) | ctypes.DEFAULT_MODE, ctypes.DEFAULT_MODE):
+        for name in CUDA_RUNTIMES:
+            try:
+                return ctypes.CDLL(name, mode=mode)
+            except OSError:
+                continue
     return None
 
 
 def _size_for(nbytes: int) -> int:
     return max(SMALLEST, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
+def _page_aligned(size: int) -> np.ndarray:
+    """``size`` bytes of zeroed, page-aligned memory no other buffer shares, freed with the array."""
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
 
 
 class HostBuffers:
@@ -63,10 +77,11 @@ class HostBuffers:
         self._locking = self._runtime is not None
         if device_id is not None and self._runtime is None:
             log.warning("no CUDA runtime library found: audio is copied to pageable host memory")
-        self._free: dict[int, list[np.ndarray]] = {}
+        self._free: list[np.ndarray] = []
+        """Free buffers, smallest first."""
         self._lent: dict[int, np.ndarray] = {}
         self._locked: list[np.ndarray] = []
-        """Every buffer page-locked so far; kept alive until the finalizer unlocks it."""
+        """Every buffer page-locked and not let go; kept alive until it is unlocked."""
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _unlock_all, self._runtime, self._locked)
 
@@ -81,16 +96,21 @@ class HostBuffers:
         with self._lock:
             return len(self._lent)
 
+    @property
+    def free(self) -> int:
+        """Buffers kept for reuse."""
+        with self._lock:
+            return len(self._free)
+
     def take(self, shape: Sequence[int]) -> np.ndarray:
         """A float32 array of ``shape`` in a buffer no one else holds, until :meth:`give`."""
-        count = int(np.prod(shape))
-        size = _size_for(count * 4)
+        nbytes = int(np.prod(shape)) * FLOAT_BYTES
         with self._lock:
-            free = self._free.get(size)
-            buffer = free.pop() if free else None
+            fits = next((i for i, kept in enumerate(self._free) if kept.size >= nbytes), None)
+            buffer = self._free.pop(fits) if fits is not None else None
         if buffer is None:
-            buffer = self._new(size)
-        array = buffer[: count * 4].view(np.float32).reshape(shape)
+            buffer = self._new(_size_for(nbytes))
+        array = buffer[:nbytes].view(np.float32).reshape(shape)
         with self._lock:
             self._lent[array.ctypes.data] = buffer
         return array
@@ -99,18 +119,21 @@ class HostBuffers:
         """Take back an array :meth:`take` lent; its memory may be written again at once."""
         with self._lock:
             buffer = self._lent.pop(array.ctypes.data)
-            free = self._free.setdefault(buffer.size, [])
-            if len(free) < KEPT_PER_SIZE:
-                free.append(buffer)
-                return
-        self._let_go(buffer)
+            self._free.append(buffer)
+            self._free.sort(key=lambda kept: kept.size)
+            dropped = self._free.pop(0) if len(self._free) > KEPT_FREE else None
+        if dropped is not None:
+            self._let_go(dropped)
 
     def close(self) -> None:
-        """Unlock and let go of every buffer (those lent out must not be used after this)."""
+        """Unlock every buffer; new ones are plain memory (and those lent must not be used)."""
+        with self._lock:
+            self._locking = False
+            self._free.clear()
         self._finalizer()
 
     def _new(self, size: int) -> np.ndarray:
-        buffer = np.empty(size, dtype=np.uint8)
+        buffer = _page_aligned(size)
         runtime = self._runtime
         if runtime is None or not self._locking:
             return buffer
@@ -120,6 +143,7 @@ class HostBuffers:
             address, length = ctypes.c_void_p(buffer.ctypes.data), ctypes.c_size_t(size)
             status = runtime.cudaHostRegister(address, length, PORTABLE)
         if status != 0:
+            runtime.cudaGetLastError()  # clear it, or the thread's next CUDA check reports it
             log.warning("page-locking host memory failed (CUDA error %d): pageable memory then", status)
             self._locking = False
             return buffer

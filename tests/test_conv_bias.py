@@ -3,6 +3,8 @@ the same, with no biased convolution of the chosen kinds left."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -95,3 +97,22 @@ def test_the_front_predicts_the_same_durations_with_every_bias_apart(
             np.testing.assert_array_equal(got, wanted)
         else:
             np.testing.assert_allclose(got, wanted, rtol=0, atol=1e-5)
+
+
+def test_onnxruntime_does_not_fold_the_biases_back(stages: VoiceStages, tmp_path: Path) -> None:
+    """``ConvAddFusion`` folds ``Conv(x, w) + b`` into the convolution (run 30); ``b + Conv(x, w)``
+    it leaves alone. The optimized graph must keep every bias apart."""
+    apart, count = with_biases_apart(stages.waveform)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(apart.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    biased = [
+        node.name
+        for node in optimized.graph.node
+        if node.op_type in (*CONVOLUTIONS, "FusedConv") and len(node.input) > 2 and node.input[2]
+    ]
+    assert biased == []
+    added = sum(node.op_type == "Add" for node in optimized.graph.node)
+    assert added >= count

@@ -222,8 +222,9 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     first = staged_buckets.run(items, DETERMINISTIC)
     second = staged_buckets.run(items, DETERMINISTIC)
     assert staged_buckets._host.lent == 0
-    _assert_same_audio(first, second)  # what a run returned is its own: the next run wrote elsewhere
-    assert all(wave.base is None or wave.base.size == len(wave) for wave in first)
+    assert staged_buckets._host.free == 1  # one buffer, taken and given back by both runs
+    _assert_same_audio(first, second)
+    assert all(wave.base is None or wave.base.size == len(wave) for wave in first)  # copies, not views
 
 
 # buckets
@@ -233,6 +234,7 @@ def test_the_frame_plan_repeats_each_id_for_its_duration() -> None:
     rng = np.random.default_rng(3)
     durations = rng.integers(0, 4, size=(5, 7))
     durations[2] = 0  # a row that speaks nothing
+    durations[4] = 3  # the longest row
     frames = int(durations.sum(axis=1).max()) + 6
     index, mask = frame_plan(durations, frames)
     assert index.shape == (5, frames) and mask.shape == (5, 1, frames) and mask.dtype == np.float32
@@ -242,6 +244,9 @@ def test_the_frame_plan_repeats_each_id_for_its_duration() -> None:
         np.testing.assert_array_equal(index[row, :length], spoken)
         assert np.all(index[row, length:] == row * 7)
         assert np.all(mask[row, 0, :length] == 1.0) and np.all(mask[row, 0, length:] == 0.0)
+    full, full_mask = frame_plan(durations, 21)  # the longest row fills every frame
+    np.testing.assert_array_equal(full[4], np.repeat(np.arange(7), 3) + 4 * 7)
+    assert np.all(full_mask[4] == 1.0)
 
 
 def test_frame_bucket_is_the_smallest_that_holds_the_frames() -> None:
