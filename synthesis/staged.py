@@ -4,7 +4,7 @@
 prior repeated by the durations, plus noise) and waveform (flow and decoder). On the GPU:
 
 - the front runs per ``(rows, phoneme ids)`` bucket, fp32, one session per bucket with fixed
-  shapes, never in the layout ``TTSFARM_CUDA_LAYOUT`` sets (:func:`stage_cuda_options`), run in
+  shapes, never in the layout ``TTSFARM_CUDA_LAYOUT`` sets (``synthesis.stage_options``), run in
   the caller's thread. With ``capture_front`` (opt-in: docs/benchmarks.md, runs 14-16) its graph
   is rewritten so that it can be captured too (``synthesis.front_graph``: masked indexing made
   dense, the duration noise an input filled before each replay), and fronts are replayed one at
@@ -33,16 +33,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, round_up
+from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for
 from synthesis.conv_bias import with_biases_apart
 from synthesis.engine import (
     EngineBasics,
@@ -55,8 +54,17 @@ from synthesis.engine import (
     padded_feeds,
     warmup_ids,
 )
+from synthesis.frame_plan import (
+    FRAME_BUCKETS,
+    FRAMES_PER_ID_AT_MOST,
+    Plan,
+    frame_bucket,
+    frame_plan,
+    row_bucket,
+)
 from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.host_buffers import HostBuffers
+from synthesis.lanes import graph_lane
 from synthesis.layer_norms import with_fused_layer_norms
 from synthesis.precision import convert_to_fp16
 from synthesis.relative_positions import with_gathered_relative_positions
@@ -72,6 +80,7 @@ from synthesis.sessions import (
     share_gpu_arena,
     wants_cuda,
 )
+from synthesis.stage_options import GRAPH_OPTIONS, stage_cuda_options, waveform_cuda_options
 from synthesis.stages import (
     AUDIO_OUTPUT,
     COPY_INPUT,
@@ -92,103 +101,13 @@ from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
 
-FRAME_BUCKETS: Final = (64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536)
-"""Decoder lengths (frames) a batch is padded up to on the GPU: one captured graph each per row
-bucket. A batch takes the smallest that holds its longest item's real frame count."""
-FRAME_STEP_PAST_BUCKETS: Final = 256
-FRAMES_PER_ID_AT_MOST: Final = 2.8
-"""Frames per phoneme id that :meth:`StagedEngine.prepare` captures graphs for (at length scale
-1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
 DEFAULT_MAX_GRAPHS: Final = 64
 """Waveform buckets (captured graphs, each with its own buffers) kept; least recently used go."""
-FUSED_CONV_BIAS: Final = ("fuse_conv_bias", "1")
-GRAPH_OPTIONS: Final = (("enable_cuda_graph", "1"),)
-"""Captured graphs share one arena only where nothing but the graph lane touches the device
-between a batch's expand and its replay: the waveform graphs in NCHW with plain fronts. A
-captured graph's scratch memory is free in the arena between its replays, and a buffer made
-there meanwhile is written over by the next replay. With captured fronts, whose lane runs beside
-the graph lane, every captured graph keeps an arena of its own (run 14: in one shared arena the
-front's input buffers were overwritten during waveform replays, 19 of 400 farm jobs failed); so
-it does with ``prefer_nhwc`` (run 12: 131 of 400 farm jobs stored in a shared arena, 400 of 400
-each on its own; docs/benchmarks.md)."""
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
 
-_lanes: dict[tuple[str, int], ThreadPoolExecutor] = {}
-_lanes_lock = threading.Lock()
-
-
-def graph_lane(device_id: int, stage: str = "graphs") -> ThreadPoolExecutor:
-    """The one thread that runs every ``stage`` graph of this process on ``device_id``.
-
-    Waveform graphs (``"graphs"``) share one arena: a replay writes to the addresses it was
-    captured with, so no two may run at once, and nothing else may allocate from that arena
-    (see ``synthesis.sessions.ArenaUser``). Weights live outside it. Front graphs
-    (``"fronts"``) each keep an arena of their own, and their lane owns their buffers.
-    """
-    with _lanes_lock:
-        if (stage, device_id) not in _lanes:
-            prefix = f"ttsfarm-{stage}{device_id}"
-            _lanes[(stage, device_id)] = ThreadPoolExecutor(1, thread_name_prefix=prefix)
-        return _lanes[(stage, device_id)]
-
-
 T = TypeVar("T")
-Plan = tuple[np.ndarray, np.ndarray]
-"""Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
-
-
-class StageCudaOptions(NamedTuple):
-    """Extra CUDA provider options of the staged engine's sessions, by stage."""
-
-    front: CudaOptions
-    """The front and expand sessions: ``cuda_options`` only. The front predicts the durations,
-    which set every item's length; NHWC there changed 7 of 79 lengths (run 13)."""
-    waveform: CudaOptions
-    """The waveform sessions: ``cuda_options``, ``waveform_cuda_options`` (the layout) and, when
-    they are captured, :data:`GRAPH_OPTIONS`."""
-
-
-def stage_cuda_options(options: EngineOptions, graphs: bool) -> StageCudaOptions:
-    """What each stage's sessions get of ``options`` (see :class:`StageCudaOptions`)."""
-    waveform = (*options.cuda_options, *options.waveform_cuda_options)
-    return StageCudaOptions(options.cuda_options, (*waveform, *GRAPH_OPTIONS) if graphs else waveform)
-
-
-def waveform_cuda_options(
-    options: EngineOptions, graphs: bool, arena: CudaOptions, fp32: bool
-) -> CudaOptions:
-    """A waveform session's CUDA options. An fp32 slot's are NCHW whatever the layout: it is
-    cuDNN's fallback where fp16 has no plan (1 to 4 rows), and in NHWC it gave wrong audio for
-    single items (run 11)."""
-    fused = (FUSED_CONV_BIAS,) if options.fused_conv_bias else ()
-    chosen = (*arena, *stage_cuda_options(options, graphs).waveform, *fused)
-    return tuple(option for option in chosen if not (fp32 and option == NHWC))
-
-
-def frame_plan(durations: np.ndarray, frames: int) -> Plan:
-    """Each of ``frames`` frames' row-major index into the ``(rows * ids)`` prior, and the frame
-    mask, for integer ``durations`` of ``(rows, ids)`` that sum to at most ``frames`` per row.
-    A frame past its row's length points at the row's first id and is masked out. In a few
-    whole-array steps, not a loop over rows: it runs in a batcher runner, and every step holds
-    the worker's GIL (docs/benchmarks.md, run 31)."""
-    rows, width = durations.shape
-    spoken = np.arange(frames) < durations.sum(axis=1)[:, None]
-    index = np.repeat(np.arange(0, rows * width, width, dtype=np.int64)[:, None], frames, axis=1)
-    index[spoken] = np.repeat(np.arange(rows * width, dtype=np.int64), durations.ravel())
-    return index, spoken[:, None, :].astype(np.float32)
-
-
-def frame_bucket(frames: int) -> int:
-    for size in FRAME_BUCKETS:
-        if size >= frames:
-            return size
-    return round_up(frames, FRAME_STEP_PAST_BUCKETS)
-
-
-def row_bucket(rows: int) -> int:
-    return bucket_for(rows, 1, 1.0).rows
 
 
 @dataclass

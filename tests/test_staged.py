@@ -18,18 +18,11 @@ from onnx import TensorProto, helper, numpy_helper
 from synthesis.build import engine_options
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import load_engine, wants_staged
+from synthesis.frame_plan import FRAME_BUCKETS, frame_bucket, frame_plan
 from synthesis.phonemes import Phonemizer
 from synthesis.sessions import FIXED_SHAPE_ARENA, NHWC
-from synthesis.staged import (
-    FRAME_BUCKETS,
-    FUSED_CONV_BIAS,
-    GRAPH_OPTIONS,
-    StagedEngine,
-    frame_bucket,
-    frame_plan,
-    stage_cuda_options,
-    waveform_cuda_options,
-)
+from synthesis.stage_options import FUSED_CONV_BIAS, GRAPH_OPTIONS, stage_cuda_options, waveform_cuda_options
+from synthesis.staged import StagedEngine
 from synthesis.stages import NOISE_OP, UnsupportedGraph, split_voice
 from tests.conftest import DETERMINISTIC
 from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
