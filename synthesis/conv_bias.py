@@ -29,7 +29,7 @@ from typing import Final
 import onnx
 from onnx import helper, numpy_helper
 
-from synthesis.graph import copy_of, drop_unused_initializers
+from synthesis.graph import copy_of, drop_unused_initializers, replace_nodes
 
 CONVOLUTIONS: Final = frozenset({"Conv", "ConvTranspose"})
 
@@ -42,30 +42,24 @@ def with_biases_apart(
     split = copy_of(model)
     graph = split.graph
     initializers = {init.name: init for init in graph.initializer}
-    nodes: list[onnx.NodeProto] = []
-    count = 0
+    splits: list[tuple[onnx.NodeProto, list[onnx.NodeProto]]] = []
     for node in graph.node:
         bias = node.input[2] if node.op_type in op_types and len(node.input) > 2 else ""
         kernel = initializers.get(node.input[1]) if bias else None
         if not bias or bias not in initializers or kernel is None:
-            nodes.append(node)
             continue
-        values = numpy_helper.to_array(initializers[bias])
-        spatial = len(kernel.dims) - 2
         shaped = f"{bias}/per_channel"
         if shaped not in initializers:  # two convolutions may share one bias
-            initializers[shaped] = numpy_helper.from_array(values.reshape(-1, *[1] * spatial), shaped)
+            per_channel = numpy_helper.to_array(initializers[bias]).reshape(-1, *[1] * (len(kernel.dims) - 2))
+            initializers[shaped] = numpy_helper.from_array(per_channel, shaped)
             graph.initializer.append(initializers[shaped])
         unbiased = f"{node.output[0]}/unbiased"
         convolution = onnx.NodeProto()
         convolution.CopyFrom(node)
         del convolution.input[2:]
         convolution.output[0] = unbiased
-        nodes.append(convolution)
         bias_first = helper.make_node("Add", [shaped, unbiased], [node.output[0]], name=f"{node.name}/bias")
-        nodes.append(bias_first)  # not refolded: see the module docstring
-        count += 1
-    del graph.node[:]
-    graph.node.extend(nodes)
+        splits.append((node, [convolution, bias_first]))  # the bias first: not refolded (see above)
+    replace_nodes(graph, splits)
     drop_unused_initializers(graph)
-    return split, count
+    return split, len(splits)

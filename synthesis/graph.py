@@ -9,12 +9,13 @@
 
 And the helpers the other graph edits share (``synthesis.relative_positions``,
 ``synthesis.layer_norms``, ``synthesis.front_graph``, ``synthesis.conv_bias``): who writes and
-reads each tensor (:class:`GraphView`), and the removal of what an edit left unread.
+reads each tensor (:class:`GraphView`), nodes put in others' places (:func:`replace_nodes`), and
+the removal of what an edit left unread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,20 @@ def copy_of(model: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return copy
+
+
+def replace_nodes(
+    graph: onnx.GraphProto, replacements: Sequence[tuple[onnx.NodeProto, Sequence[onnx.NodeProto]]]
+) -> None:
+    """Put each ``(node, by)``'s ``by`` in the place of ``node``, a node of ``graph.node`` (in
+    place; the other nodes keep their order). What only the replaced nodes read stays: drop it
+    with :func:`drop_unused_nodes` and :func:`drop_unused_initializers`."""
+    by_node = {id(node): by for node, by in replacements}  # ids hold: the nodes are referenced
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        nodes.extend(by_node.get(id(node), (node,)))
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def drop_unused_initializers(graph: onnx.GraphProto) -> None:

@@ -4,7 +4,7 @@ The staged engine copies each waveform replay's audio (rows x samples, float32: 
 of 768 frames) to host memory before it cuts out each item's samples. Into fresh pageable memory
 the CUDA driver stages the copy through a pinned buffer of its own, with the CPU copying every
 byte a second time: 2.0 ms for those 25 MB on an idle H200 host, 7.0-7.6 ms under CUDA's profiler
-(docs/benchmarks.md, runs 30-31), on the graph lane, whose next replay waits for it. Into
+(docs/benchmarks.md, runs 28-31), on the graph lane, whose next replay waits for it. Into
 page-locked memory the GPU writes directly: 0.51 ms, 50 GB/s.
 
 Page-locking is slow and the memory is the host's, so buffers are kept and reused:

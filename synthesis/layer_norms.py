@@ -21,7 +21,7 @@ from typing import Final, TypeGuard
 import onnx
 from onnx import helper
 
-from synthesis.graph import GraphView, copy_of
+from synthesis.graph import GraphView, copy_of, drop_unused_initializers, drop_unused_nodes, replace_nodes
 
 LAYER_NORM_OPSET: Final = 17
 
@@ -47,36 +47,24 @@ def with_fused_layer_norms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     chains = [chain for chain in found if chain is not None]
     if not chains:
         return fused, 0
-    gone = {id(node) for chain in chains for node in chain.nodes}
-    last = {id(chain.nodes[-1]): chain for chain in chains}
-    nodes = []
-    for node in graph.node:
-        if id(node) in last:
-            chain = last[id(node)]
-            nodes.append(
-                helper.make_node(
-                    "LayerNormalization",
-                    [chain.source, chain.gamma, chain.beta],
-                    [chain.output],
-                    name=f"{node.name}/fused_layer_norm",
-                    axis=-1,
-                    epsilon=chain.epsilon,
-                )
-            )
-        elif id(node) not in gone:
-            nodes.append(node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-    held = {name for chain in chains for node in chain.nodes for name in node.input}
-    used = {name for node in graph.node for name in node.input}
-    dropped = held - used  # the epsilons and exponents only the chains read
-    kept = [init for init in graph.initializer if init.name not in dropped]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    replace_nodes(graph, [(chain.nodes[-1], [_layer_norm(chain)]) for chain in chains])
+    drop_unused_nodes(graph)  # the chains' other nodes: only the chains read what they wrote
+    drop_unused_initializers(graph)  # the epsilons and exponents
     for opset in fused.opset_import:
         if opset.domain in ("", "ai.onnx") and opset.version < LAYER_NORM_OPSET:
             opset.version = LAYER_NORM_OPSET
     return fused, len(chains)
+
+
+def _layer_norm(chain: _Chain) -> onnx.NodeProto:
+    return helper.make_node(
+        "LayerNormalization",
+        [chain.source, chain.gamma, chain.beta],
+        [chain.output],
+        name=f"{chain.nodes[-1].name}/fused_layer_norm",
+        axis=-1,
+        epsilon=chain.epsilon,
+    )
 
 
 def _chain(power: onnx.NodeProto, view: GraphView) -> _Chain | None:

@@ -35,7 +35,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import GraphView, copy_of, drop_unused_initializers, drop_unused_nodes
+from synthesis.graph import GraphView, copy_of, drop_unused_initializers, drop_unused_nodes, replace_nodes
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +72,7 @@ def with_gathered_relative_positions(model: onnx.ModelProto) -> tuple[onnx.Model
     graph.initializer.extend(
         [numpy_helper.from_array(np.array(value, dtype=np.int64), name) for name, value in _CONSTANTS.items()]
     )
-    last = {id(chain.nodes[-1]): chain for chain in chains}
-    nodes: list[onnx.NodeProto] = []
-    for node in graph.node:
-        chain = last.get(id(node))
-        if chain is None:
-            nodes.append(node)
-        else:
-            nodes.extend(_gather(chain, f"{node.name or chain.output}/gathered"))
-    del graph.node[:]
-    graph.node.extend(nodes)
+    replace_nodes(graph, [(chain.nodes[-1], _gather(chain)) for chain in chains])
     drop_unused_nodes(graph)
     drop_unused_initializers(graph)
     return gathered, len(chains)
@@ -234,8 +225,9 @@ _CONSTANTS: Final = {
 _ZERO, _ONE, _IDS_AXIS, _FLAT, _FIRST, _SECOND, _ONE_COLUMN = _CONSTANTS
 
 
-def _gather(chain: _Chain, prefix: str) -> list[onnx.NodeProto]:
+def _gather(chain: _Chain) -> list[onnx.NodeProto]:
     """The nodes that compute ``chain.output`` from ``chain.source`` with one ``Gather``."""
+    prefix = f"{chain.nodes[-1].name or chain.output}/gathered"
     nodes: list[onnx.NodeProto] = []
 
     def add(op_type: str, inputs: Sequence[str], label: str, **attributes: Any) -> str:
