@@ -244,6 +244,13 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=420.0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--copies", type=int, default=12, help="corpus copies per engine series")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[THREADS, 1],
+        help="threads running batches at once, one series each (the engine allows the most of them)",
+    )
     parser.add_argument("--jobs", type=int, default=160, help="jobs of the in-process end to end")
     parser.add_argument(
         "--layout",
@@ -299,7 +306,7 @@ def main() -> None:
     engines: dict[str, VoiceEngine] = {}
     options = EngineOptions(
         provider=provider,
-        concurrent_runs=THREADS,
+        concurrent_runs=max(args.threads),
         waveform_cuda_options=(*CUDA_LAYOUTS[args.layout], *extra_cuda),
         capture_front=args.front == "captured",
         fused_layer_norms=args.fused_layer_norms,
@@ -334,17 +341,17 @@ def main() -> None:
     for size in args.sizes:
         batches = grouped_batches(items, size, 2)
         results.section(f"concurrency b{size}", partial(concurrency, engine, batches, 2 if args.smoke else 5))
+    stages = getattr(engine, "stage_seconds", {})
     for size in args.sizes:
-        for threads in (THREADS, 1):
+        for threads in args.threads:
             batches = grouped_batches(items, size, args.copies)
+            for name in stages:  # each series' own time in each stage
+                stages[name] = 0.0
             results.section(f"engine b{size} t{threads}", partial(throughput, engine, batches, threads))
-            stages = getattr(engine, "stage_seconds", None)
-            if stages is not None:
+            if stages:
                 results.data[f"engine b{size} t{threads}"]["stage_seconds"] = {
                     name: round(seconds, 3) for name, seconds in stages.items()
                 }
-                for name in stages:
-                    stages[name] = 0.0
     results.section("quality", lambda: quality(engines, args.out, args.smoke))
     jobs = 4 if args.smoke else args.jobs
     for in_flight in (2,) if args.smoke else (32, 64):

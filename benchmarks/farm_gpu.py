@@ -144,8 +144,33 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
     if not replies:
         return None
     engines = {(name.partition("@")[2], reply["engine_process"]): reply for name, reply in replies.items()}
-    keys = ("batches", "items", "busy_seconds")
-    return {key: float(sum(reply[key] for reply in engines.values())) for key in keys}
+    keys = ("batches", "items", "busy_seconds", "run_seconds")
+    totals = {key: float(sum(reply.get(key, 0.0) for reply in engines.values())) for key in keys}
+    for reply in engines.values():
+        for stage, seconds in reply.get("stage_seconds", {}).items():
+            totals[f"stage {stage}"] = totals.get(f"stage {stage}", 0.0) + seconds
+    return totals
+
+
+def per_batch_ms(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Milliseconds per batch over the timed round: each engine run (``run``, from its runner's
+    start to its audio), and the staged engine's stages (``front`` in the runners; ``expand``,
+    ``waveform`` and ``copy`` on the graph lane, one batch at a time). A run longer than its
+    front and lane work together waited: for a run slot, the lane, or the interpreter lock."""
+    batches = after["batches"] - before["batches"]
+    if not batches:
+        return {}
+    keys = ["run_seconds", *(key for key in after if key.startswith("stage "))]
+    ms = {
+        key.removeprefix("stage ").removesuffix("_seconds"): (after[key] - before.get(key, 0.0))
+        * 1000
+        / batches
+        for key in keys
+    }
+    lane = sum(ms.get(stage, 0.0) for stage in ("expand", "waveform", "copy"))
+    if lane:
+        ms["lane"] = lane
+    return {key: round(value, 2) for key, value in ms.items()}
 
 
 def start_profile(
@@ -211,6 +236,7 @@ def measure(
             timed["batches"], timed["mean_batch"] = batches, round(items / max(batches, 1), 2)
             busy = after_stats["busy_seconds"] - before_stats["busy_seconds"]
             timed["engine_busy"] = round(busy / args.gpus / timed["wall_s"], 3) if timed["wall_s"] else None
+            timed["ms_per_batch"] = per_batch_ms(before_stats, after_stats)
         client.close()
     finally:
         stop_workers(workers)
@@ -264,16 +290,18 @@ def main() -> None:
     finally:
         server.terminate()
     columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
-    columns += " (worker / text)"
+    columns += " (worker / text) | ms per batch: run / front / lane"
     print(f"| variant | {columns} |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
         timed = found.get("timed", {})
+        ms = timed.get("ms_per_batch", {})
         print(
             f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
             f"{timed.get('mean_batch')} | {timed.get('engine_busy')} | "
-            f"{timed.get('worker_cores')} / {timed.get('text_cores')} |"
+            f"{timed.get('worker_cores')} / {timed.get('text_cores')} | "
+            f"{' / '.join(str(ms.get(key, '-')) for key in ('run', 'front', 'lane'))} |"
         )
 
 

@@ -84,19 +84,33 @@ def save_batch_plot(figure: Any, axis: Any, sizes: list[int], name: str) -> None
     figure.savefig(IMAGES / name, dpi=110)
 
 
+ENGINE_V2_RUNS: dict[str, list[str]] = {
+    "v1": ["h200-run33-engine-v1.json"],
+    "v2": [
+        "h200-run34-engine-v2-b8.json",
+        "h200-run34-engine-v2-b32.json",
+        "h200-run35-engine-v2-b64-nchw.json",  # NHWC at 64 does not fit beside the e2e's engine
+    ],
+}
+"""Runs 33-35, back to back on one machine: each batch size of v2 in a process of its own."""
+
+
 def engine_v2_plot() -> None:
-    """Engine v1 against v2 (run 8): speech audio s/s against batch size, 1 and 3 threads."""
+    """Engine v1 against v2 (runs 33-35): speech audio s/s against batch size, 1 and 3 threads."""
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for engine, color in (("v1", "grey"), ("v2", "tab:blue")):
-        data = json.loads((RESULTS / f"h200-run8-engine-{engine}.json").read_text(encoding="utf-8"))
+        data: dict[str, Any] = {}
+        for file in ENGINE_V2_RUNS[engine]:
+            data.update(json.loads((RESULTS / file).read_text(encoding="utf-8")))
         for threads, style in ((3, "o-"), (1, "s--")):
-            sizes = sorted(int(key.split()[1][1:]) for key in data if key.endswith(f" t{threads}"))
+            keys = [key for key in data if key.startswith("engine b") and key.endswith(f" t{threads}")]
+            sizes = sorted(int(key.split()[1][1:]) for key in keys if "result" in data[key])
             rates = [data[f"engine b{size} t{threads}"]["result"]["audio_per_s"] for size in sizes]
             name = "v2, staged + CUDA graphs" if engine == "v2" else "v1, one session per bucket"
             label = f"{name}, {threads} thread{'s' if threads > 1 else ''}"
             axis.plot(sizes, rates, style, color=color, label=label)
     axis.set_ylabel("speech audio seconds per second")
-    axis.set_title("joe-medium on one H200: engine v1 and v2 (run 8)")
+    axis.set_title("joe-medium on one H200: engine v1 and v2 (runs 33-35)")
     save_batch_plot(figure, axis, [8, 32, 64], "h200-engine-v2.png")
 
 

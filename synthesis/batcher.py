@@ -75,8 +75,14 @@ class BatcherStats:
     real_ids: int = 0
     padded_ids: int = 0
     busy_seconds: float = 0.0
+    run_seconds: float = 0.0
+    """The engine runs' durations added up: with several runners, more than ``busy_seconds``."""
     batch_sizes: Counter[int] = field(default_factory=Counter)
     """How many batches ran at each size: bounded by ``max_batch``, however long the worker runs."""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    """The engines' time in each stage so far (``StagedEngine.stage_seconds``; empty for an
+    engine of one session): set a batch's time apart into the front, the graph lane's work and
+    the waiting between them."""
 
     @property
     def mean_batch_size(self) -> float:
@@ -87,8 +93,9 @@ class BatcherStats:
         """Share of computed phoneme positions that were padding."""
         return 1.0 - self.real_ids / self.padded_ids if self.padded_ids else 0.0
 
-    def record(self, lengths: Sequence[int]) -> None:
+    def record(self, lengths: Sequence[int], seconds: float) -> None:
         self.batches += 1
+        self.run_seconds += seconds
         self.items += len(lengths)
         self.real_ids += sum(lengths)
         self.padded_ids += max(lengths) * len(lengths)
@@ -213,8 +220,13 @@ class Batcher:
     @property
     def stats(self) -> BatcherStats:
         """A copy of the counters, taken under their lock."""
+        stages: Counter[str] = Counter()
+        for engine in self.engines.values():
+            stages.update(getattr(engine, "stage_seconds", {}))
         with self._stats_lock:
-            return replace(self._stats, batch_sizes=Counter(self._stats.batch_sizes))
+            return replace(
+                self._stats, batch_sizes=Counter(self._stats.batch_sizes), stage_seconds=dict(stages)
+            )
 
     @property
     def engine_process(self) -> int:
@@ -357,7 +369,7 @@ class Batcher:
             return
         lengths = [len(p.item.phoneme_ids) for p in batch]
         with self._stats_lock:
-            self._stats.record(lengths)
+            self._stats.record(lengths, seconds)
         log.debug("batch of %d on %s", len(batch), engine.provider)
         for pending, wave in zip(batch, waves, strict=True):
             pending.future.set_result(wave)

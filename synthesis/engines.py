@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-STAGED_FROM_BATCH: Final = 16
-"""``auto`` runs a GPU voice staged for batches of at least this many segments: its waveform
-graphs run one at a time, which small batches leave the GPU idle for (run 8: at batch 8 with 3
-runners, 1,908 speech s/s against the single session's 2,435; run 12's shorter series had them
-the other way round, 2,466 against 1,878)."""
+STAGED_FROM_BATCH: Final = 8
+"""``auto`` runs a GPU voice staged for batches of at least this many segments. At 8 it is
+ahead since the copy into page-locked memory and the convolution biases as ``Add``s (runs
+33-36 in docs/benchmarks.md): engine alone 4,109 speech s/s against the single session's 2,057
+with 3 runners; through the farm at ``max_batch`` 8, 3,255 and 3,290 stored audio s/s against
+2,156, ready in 24 s against 35 s. Below 8 it has not been measured: its waveform graphs run
+one at a time, which small batches leave the GPU idle for (run 8 had the single session ahead
+at 8)."""
 VoiceEngine: TypeAlias = "Engine | StagedEngine"
 """What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
 

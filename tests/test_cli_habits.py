@@ -68,6 +68,18 @@ def test_help_short_option_format_choices_and_no_text(tmp_path: Path) -> None:
     assert bad.returncode == 2 and b"not a number of LUFS" in bad.stderr
 
 
+def test_a_file_name_given_as_the_text_is_refused_not_spoken(tmp_path: Path) -> None:
+    (tmp_path / "story.txt").write_text("Once upon a time.\n", encoding="utf-8")
+    named = ttsfarm("synth", "story.txt", "-o", "story.wav", cwd=tmp_path)
+    assert named.returncode == 2 and b"use -f story.txt" in named.stderr
+    assert not (tmp_path / "story.wav").exists()
+    submitted = ttsfarm("submit", "story.txt", cwd=tmp_path, env={"TTSFARM_STORAGE_URL": str(tmp_path / "s")})
+    assert submitted.returncode == 2 and b"is a file" in submitted.stderr
+    read = ttsfarm("synth", "-f", "story.txt", "-o", "story.wav", "-q", cwd=tmp_path)
+    assert read.returncode == 0, read.stderr
+    assert sf.info(str(tmp_path / "story.wav")).duration > 0.5
+
+
 def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path: Path) -> None:
     env = {"TTSFARM_STORAGE_URL": str(tmp_path / "store")}
     run = ttsfarm("submit", "--format", "flac", cwd=tmp_path, env=env, stdin=b"Made here. Found later.")

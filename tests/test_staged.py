@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from synthesis.batcher import Batcher
 from synthesis.build import engine_options
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import load_engine, wants_staged
@@ -220,6 +221,25 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     assert all(wave.base is None or wave.base.size == len(wave) for wave in first)  # copies, not views
 
 
+
+def test_the_batchers_stats_split_each_run_into_its_stages(
+    staged_buckets: StagedEngine, phonemizer: Phonemizer, voice: Voice
+) -> None:
+    """What ``celery inspect ttsfarm_stats`` reports of a worker: the engine runs' time added up,
+    and the staged engine's time in each stage, which fits inside it."""
+    before = dict(staged_buckets.stage_seconds)
+    with Batcher(lambda v: staged_buckets, max_batch=4, max_wait=0.5) as batcher:
+        futures = [batcher.submit(voice, item, DETERMINISTIC) for item in _items(phonemizer)]
+        assert all(len(future.result(120)) for future in futures)
+        stats = batcher.stats
+    assert stats.batches >= 1
+    assert stats.run_seconds >= stats.busy_seconds > 0
+    assert set(stats.stage_seconds) == {"front", "expand", "waveform", "copy"}
+    spent = {stage: stats.stage_seconds[stage] - before[stage] for stage in before}
+    assert all(seconds > 0 for seconds in spent.values())
+    assert sum(spent.values()) <= stats.run_seconds
+
+
 # buckets
 
 
@@ -399,9 +419,10 @@ def test_an_unknown_engine_setting_is_refused() -> None:
     assert engine_options(Settings.load({"TTSFARM_ENGINE": "staged"})).provider == "auto"
 
 
-def test_auto_takes_the_staged_engine_on_a_gpu_with_large_batches() -> None:
+def test_auto_takes_the_staged_engine_on_a_gpu_from_batches_of_eight() -> None:
     assert wants_staged("auto", on_gpu=True, max_batch=32)
-    assert not wants_staged("auto", on_gpu=True, max_batch=8)
+    assert wants_staged("auto", on_gpu=True, max_batch=8)
+    assert not wants_staged("auto", on_gpu=True, max_batch=4)
     assert not wants_staged("auto", on_gpu=False, max_batch=32)
     assert wants_staged("staged", on_gpu=False, max_batch=1)
     assert not wants_staged("single", on_gpu=True, max_batch=32)

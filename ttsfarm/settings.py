@@ -73,7 +73,7 @@ class Settings:
     """``auto`` (fp16 flow and decoder on CUDA, fp32 on CPU), ``fp16`` or ``fp32`` (the exact reference)."""
     engine: EngineName = "auto"
     """``staged``: engine v2, the voice in stages with CUDA graphs; ``single``: one session per
-    shape bucket; ``auto``: staged on a GPU for batches of 16 and more, else single
+    shape bucket; ``auto``: staged on a GPU for batches of 8 and more, else single
     (``synthesis.engines.wants_staged``)."""
     shape_buckets: ShapeBuckets = "auto"
     """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""

@@ -165,6 +165,8 @@ def _register_inspect_commands() -> None:
             "mean_batch_size": round(stats.mean_batch_size, 3),
             "padding_ratio": round(stats.padding_ratio, 4),
             "busy_seconds": round(stats.busy_seconds, 3),
+            "run_seconds": round(stats.run_seconds, 3),
+            "stage_seconds": {stage: round(seconds, 3) for stage, seconds in stats.stage_seconds.items()},
             # the counts are the engine's: the consumers of one engine (same host and process)
             # each answer with all of them
             "engine_process": synthesizer.batcher.engine_process,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 import click
@@ -30,7 +31,23 @@ def text_from(text: str | None, text_file: str | None) -> str:
                 "(echo 'Hello.' | ttsfarm synth -o hello.wav)"
             )
         text_file = "-"
+    if text is not None and _names_a_file(text):
+        raise click.UsageError(
+            f"{text!r} is a file, and the argument is the text itself: use -f {text} to speak what "
+            "the file holds (or add a word to speak its name)"
+        )
     return check_text(read_text_file(text_file) if text_file else text or "")
+
+
+def _names_a_file(text: str) -> bool:
+    """A one-word argument that is the path of an existing file: ``ttsfarm synth notes.txt``
+    would speak "notes dot t x t" into the output and report success."""
+    if not text or len(text) > 4096 or any(c.isspace() for c in text):
+        return False
+    try:
+        return Path(text).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long or with a NUL byte: not a path here
+        return False
 
 
 def speed(audio_seconds: float, seconds: float) -> str:
