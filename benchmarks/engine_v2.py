@@ -293,6 +293,8 @@ def main() -> None:
     captured = args.engine == "v2" and args.front == "captured"
     label = f"{args.engine}-captured-front" if captured else args.engine
     label = f"{label}-{args.name}" if args.name else label
+    if min(args.threads) < 1:
+        parser.error("--threads takes counts of 1 or more")
     if any("=" not in option for option in args.cuda_option):
         parser.error("--cuda-option takes KEY=VALUE")
     extra_cuda = tuple((key, value) for key, _, value in (o.partition("=") for o in args.cuda_option))

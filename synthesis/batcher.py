@@ -76,7 +76,8 @@ class BatcherStats:
     padded_ids: int = 0
     busy_seconds: float = 0.0
     run_seconds: float = 0.0
-    """The engine runs' durations added up: with several runners, more than ``busy_seconds``."""
+    """The durations of the engine runs that succeeded, added up: with several runners at once,
+    more than ``busy_seconds`` (which counts failed runs too)."""
     batch_sizes: Counter[int] = field(default_factory=Counter)
     """How many batches ran at each size: bounded by ``max_batch``, however long the worker runs."""
     stage_seconds: dict[str, float] = field(default_factory=dict)

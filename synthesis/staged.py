@@ -167,6 +167,8 @@ class StagedEngine(EngineBasics):
         self.warmup_seconds = 0.0
         self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
         """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
+        self._stage_lock = threading.Lock()
+        """Guards ``stage_seconds``: the runners add their fronts' time at once."""
         model = onnx.load(str(voice.model_path))
         if options.gathered_positions:
             model = with_gathered_relative_positions(model)[0]
@@ -292,7 +294,7 @@ class StagedEngine(EngineBasics):
         started = time.perf_counter()
         with self._run_slots:
             front = self._run_front(items, scales)
-        self.stage_seconds["front"] += time.perf_counter() - started
+        self._spent(front=time.perf_counter() - started)
         planned = self._planned(front.durations, len(items))  # here, so the lane only runs the device
         if planned is None:
             return None
@@ -310,7 +312,7 @@ class StagedEngine(EngineBasics):
         assert self._front_lane is not None  # set for good once the first front slot was built
         work = partial(self._front_to_slot, front, feeds, scales.noise_scale, len(items))
         prepared = self._front_lane.submit(work).result()
-        self.stage_seconds["front"] += time.perf_counter() - started
+        self._spent(front=time.perf_counter() - started)
         if prepared is None:
             return None
         slot, samples = prepared
@@ -321,6 +323,11 @@ class StagedEngine(EngineBasics):
             slot.held.release()
             raise
         return queued.result(), samples
+
+    def _spent(self, **seconds: float) -> None:
+        with self._stage_lock:
+            for stage, spent in seconds.items():
+                self.stage_seconds[stage] += spent
 
     def end_profiling(self) -> list[str]:
         if not self.options.profile_prefix:
@@ -463,8 +470,7 @@ class StagedEngine(EngineBasics):
             ran = self._replay(slot, rows, frames)
             replayed = time.perf_counter()
             audio = self._to_host(ran.output, rows)
-            self.stage_seconds["waveform"] += replayed - started
-            self.stage_seconds["copy"] += time.perf_counter() - replayed
+            self._spent(waveform=replayed - started, copy=time.perf_counter() - replayed)
             return audio
         finally:
             slot.held.release()
@@ -524,9 +530,9 @@ class StagedEngine(EngineBasics):
         slot = self._replay(slot, rows, frames)
         replayed = time.perf_counter()
         audio = self._to_host(slot.output, rows)
-        self.stage_seconds["expand"] += expanded - started
-        self.stage_seconds["waveform"] += replayed - expanded
-        self.stage_seconds["copy"] += time.perf_counter() - replayed
+        self._spent(
+            expand=expanded - started, waveform=replayed - expanded, copy=time.perf_counter() - replayed
+        )
         return audio
 
     def _expand_binding(

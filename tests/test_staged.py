@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -221,7 +222,6 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     assert all(wave.base is None or wave.base.size == len(wave) for wave in first)  # copies, not views
 
 
-
 def test_the_batchers_stats_split_each_run_into_its_stages(
     staged_buckets: StagedEngine, phonemizer: Phonemizer, voice: Voice
 ) -> None:
@@ -238,6 +238,7 @@ def test_the_batchers_stats_split_each_run_into_its_stages(
     spent = {stage: stats.stage_seconds[stage] - before[stage] for stage in before}
     assert all(seconds > 0 for seconds in spent.values())
     assert sum(spent.values()) <= stats.run_seconds
+    assert pickle.loads(pickle.dumps(stats)) == stats  # as the engine link sends it to consumers
 
 
 # buckets

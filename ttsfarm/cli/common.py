@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -33,8 +34,8 @@ def text_from(text: str | None, text_file: str | None) -> str:
         text_file = "-"
     if text is not None and _names_a_file(text):
         raise click.UsageError(
-            f"{text!r} is a file, and the argument is the text itself: use -f {text} to speak what "
-            "the file holds (or add a word to speak its name)"
+            f"{text!r} is a file, and the argument is the text itself: use -f {shlex.quote(text)} "
+            "to speak what the file holds (or add a word to speak its name)"
         )
     return check_text(read_text_file(text_file) if text_file else text or "")
 
@@ -45,7 +46,7 @@ def _names_a_file(text: str) -> bool:
     if not text or len(text) > 4096 or any(c.isspace() for c in text):
         return False
     try:
-        return Path(text).expanduser().is_file()
+        return Path(text).is_file()  # the shell has expanded a ~ that was meant
     except (OSError, ValueError):  # a name too long or with a NUL byte: not a path here
         return False
 
