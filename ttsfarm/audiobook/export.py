@@ -10,6 +10,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -130,9 +131,9 @@ def encode_book(
     both tagged and with the cover, and return the true peak of each, measured on the file.
 
     Lossy encoding can push peaks over what the chapters had, so each file is measured after
-    encoding and, if a peak is over ``ceiling_db``, encoded again that much quieter. Both
-    appear whole or not at all."""
-    peaks: dict[str, float] = {}
+    encoding and, if a peak is over ``ceiling_db``, encoded again that much quieter. The two
+    files are encoded at once, each by an ffmpeg process of its own (each encoder uses one
+    core). Both appear whole or not at all."""
     with (
         tempfile.TemporaryDirectory(prefix="ttsfarm-book-") as folder,
         atomic_target(m4b) as m4b_temp,
@@ -141,23 +142,30 @@ def encode_book(
         listing, metadata = Path(folder) / "chapters.ffconcat", Path(folder) / "metadata.txt"
         listing.write_text(_concat_list(chapters), encoding="utf-8")
         metadata.write_text(ffmetadata(tags, chapters), encoding="utf-8")
-        for kind, target in (("m4b", m4b_temp), ("mp3", mp3_temp)):
-            gain = 0.0
-            for _ in range(PEAK_FIX_PASSES):
-                _ffmpeg(_encode_command(kind, listing, metadata, cover, target, gain), f"encode the {kind}")
-                peaks[kind] = measure_true_peak(target)
-                if peaks[kind] <= ceiling_db - METER_RESOLUTION_DB:
-                    break
-                log.info(
-                    "%s: true peak %.2f dBTP after encoding, encoding it again quieter", kind, peaks[kind]
-                )
-                gain -= max(PEAK_FIX_MIN_STEP_DB, peaks[kind] - ceiling_db + PEAK_FIX_MARGIN_DB)
-            else:
-                raise PermanentError(
-                    f"the {kind} keeps a true peak of {peaks[kind]:.2f} dBTP, over {ceiling_db} dBTP: "
-                    "lower --target-lufs"
-                )
-    return peaks
+        sources = (listing, metadata, cover, ceiling_db)
+        with ThreadPoolExecutor(2, thread_name_prefix="ttsfarm-encode") as pool:
+            encodings = {
+                kind: pool.submit(_encode_under_ceiling, kind, target, *sources)
+                for kind, target in (("m4b", m4b_temp), ("mp3", mp3_temp))
+            }
+            return {kind: encoding.result() for kind, encoding in encodings.items()}
+
+
+def _encode_under_ceiling(
+    kind: str, target: Path, listing: Path, metadata: Path, cover: Path | None, ceiling_db: float
+) -> float:
+    """Encode ``target`` as ``kind``, quieter each time its true peak is over the ceiling; the peak."""
+    gain = 0.0
+    for _ in range(PEAK_FIX_PASSES):
+        _ffmpeg(_encode_command(kind, listing, metadata, cover, target, gain), f"encode the {kind}")
+        peak = measure_true_peak(target)
+        if peak <= ceiling_db - METER_RESOLUTION_DB:
+            return peak
+        log.info("%s: true peak %.2f dBTP after encoding, encoding it again quieter", kind, peak)
+        gain -= max(PEAK_FIX_MIN_STEP_DB, peak - ceiling_db + PEAK_FIX_MARGIN_DB)
+    raise PermanentError(
+        f"the {kind} keeps a true peak of {peak:.2f} dBTP, over {ceiling_db} dBTP: lower --target-lufs"
+    )
 
 
 def _encode_command(
