@@ -7,7 +7,8 @@ its start to "ready", warm it up with a round of jobs, then submit --jobs jobs a
 per GPU (held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
 from the first submit to the last job's finish, both taken from the job records. Also
-reported: the worker's batcher counters (``celery inspect ttsfarm_stats``) and the CPU time of
+reported: the worker's batcher counters (``celery inspect ttsfarm_stats``), with each batch's
+time split into its run, its front and its graph-lane work (ms per batch), and the CPU time of
 the worker and its text processes over the timed round. Starts its own Redis on --port.
 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
