@@ -343,16 +343,14 @@ def main() -> None:
     for size in args.sizes:
         batches = grouped_batches(items, size, 2)
         results.section(f"concurrency b{size}", partial(concurrency, engine, batches, 2 if args.smoke else 5))
-    stages = getattr(engine, "stage_seconds", {})
     for size in args.sizes:
         for threads in args.threads:
             batches = grouped_batches(items, size, args.copies)
-            for name in stages:  # each series' own time in each stage
-                stages[name] = 0.0
+            before = engine.stage_totals()
             results.section(f"engine b{size} t{threads}", partial(throughput, engine, batches, threads))
-            if stages:
+            if before:  # each series' own time in each stage
                 results.data[f"engine b{size} t{threads}"]["stage_seconds"] = {
-                    name: round(seconds, 3) for name, seconds in stages.items()
+                    name: round(seconds - before[name], 3) for name, seconds in engine.stage_totals().items()
                 }
     results.section("quality", lambda: quality(engines, args.out, args.smoke))
     jobs = 4 if args.smoke else args.jobs

@@ -7,10 +7,10 @@ to host memory ``--runs`` times each way:
 
 - ``numpy``: ``OrtValue.numpy()`` (the GIL held for the whole copy);
 - ``bound-fresh``: the engine's copier session (``synthesis.stages.copy_model``), its output
-  bound to a new numpy array each time (what ``StagedEngine._to_host`` does);
+  bound to a new numpy array each time (what the engine did before runs 30-31);
 - ``bound-reused``: the same, into one array allocated once;
-- ``bound-pinned``: into one array page-locked with ``cudaHostRegister`` (through ctypes, where
-  the CUDA runtime library can be loaded), so the GPU writes it directly;
+- ``bound-pinned``: into an array lent by the engine's page-locked pool
+  (``synthesis.host_buffers``, what ``StagedEngine._to_host`` does), so the GPU writes it directly;
 - ``trim``: the per-item copies ``StagedEngine.run`` makes out of the host buffer (rows of
   75% of the frames on average), for scale.
 
@@ -20,7 +20,6 @@ Prints milliseconds per copy (P50, and the mean) and GB/s; writes DIR/host_copy.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import statistics
 import sys
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import onnxruntime as ort
 
-from synthesis.host_buffers import PORTABLE, cuda_runtime
+from synthesis.host_buffers import HostBuffers
 from synthesis.stages import COPY_INPUT, COPY_OUTPUT, copy_model
 
 HOP = 256
@@ -72,24 +71,17 @@ def main() -> None:
         return host
 
     reused = np.empty(shape, dtype=np.float32)
-    pinned = np.empty(shape, dtype=np.float32)
+    buffers = HostBuffers(0)
+    pinned = buffers.take(shape)
     ways: dict[str, Callable[[], object]] = {
         "numpy": device.numpy,
         "bound-fresh": lambda: bound(np.empty(shape, dtype=np.float32)),
         "bound-reused": lambda: bound(reused),
     }
-    cudart = cuda_runtime()
-    registered = False
-    if cudart is not None:
-        address, size = ctypes.c_void_p(pinned.ctypes.data), ctypes.c_size_t(pinned.nbytes)
-        status = cudart.cudaSetDevice(0) or cudart.cudaHostRegister(address, size, PORTABLE)
-        registered = status == 0
-        if registered:
-            ways["bound-pinned"] = lambda: bound(pinned)
-        else:
-            print(f"cudaHostRegister returned {status}: no pinned variant")
+    if buffers.pinned:
+        ways["bound-pinned"] = lambda: bound(pinned)
     else:
-        print("no CUDA runtime library found: no pinned variant")
+        print("host memory could not be page-locked (the log says why): no pinned variant")
     lengths = (np.linspace(0.5, 1.0, args.rows) * args.frames * HOP).astype(int)
     flat = reused.reshape(args.rows, -1)
     ways["trim"] = lambda: [flat[row, : lengths[row]].copy() for row in range(args.rows)]
@@ -107,8 +99,8 @@ def main() -> None:
         p50, mean = statistics.median(seconds), statistics.fmean(seconds)
         results[name] = {"p50_ms": round(p50 * 1e3, 3), "mean_ms": round(mean * 1e3, 3)}
         print(f"| {name} | {p50 * 1e3:.2f} | {mean * 1e3:.2f} | {megabytes / 1e3 / p50:.1f} |")
-    if registered and cudart is not None:
-        cudart.cudaHostUnregister(ctypes.c_void_p(pinned.ctypes.data))
+    buffers.give(pinned)
+    buffers.close()
     report = {"rows": args.rows, "frames": args.frames, "mb": round(megabytes, 1), "ways": results}
     (args.out / "host_copy.json").write_text(json.dumps(report, indent=1))
 

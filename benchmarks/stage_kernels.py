@@ -119,12 +119,11 @@ def main() -> None:
     if planned is None:
         parser.error(f"{args.rows} rows need more frames than one run may take")
 
-    def stage() -> object:
+    def stage() -> None:
         if args.stage == "front":
-            return engine._run_front(batch, EXACT)
-        audio = engine._run_waveform(front, planned[0], 0.0)
-        engine._host.give(audio)  # lent to it (synthesis.host_buffers), as to the engine's own runs
-        return audio
+            engine._run_front(batch, EXACT)
+        else:
+            engine.release(engine._run_waveform(front, planned[0], 0.0))  # as the engine's own runs
 
     for _ in range(5):
         stage()

@@ -81,7 +81,7 @@ class BatcherStats:
     batch_sizes: Counter[int] = field(default_factory=Counter)
     """How many batches ran at each size: bounded by ``max_batch``, however long the worker runs."""
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    """The engines' time in each stage so far (``StagedEngine.stage_seconds``; empty for an
+    """The engines' time in each stage so far (``stage_totals()`` of each; empty for an
     engine of one session): set a batch's time apart into the front, the graph lane's work and
     the waiting between them."""
 
@@ -223,7 +223,7 @@ class Batcher:
         """A copy of the counters, taken under their lock."""
         stages: Counter[str] = Counter()
         for engine in self.engines.values():
-            stages.update(getattr(engine, "stage_seconds", {}))
+            stages.update(engine.stage_totals())
         with self._stats_lock:
             return replace(
                 self._stats, batch_sizes=Counter(self._stats.batch_sizes), stage_seconds=dict(stages)

@@ -44,9 +44,10 @@ def with_biases_apart(
     initializers = {init.name: init for init in graph.initializer}
     splits: list[tuple[onnx.NodeProto, list[onnx.NodeProto]]] = []
     for node in graph.node:
-        bias = node.input[2] if node.op_type in op_types and len(node.input) > 2 else ""
-        kernel = initializers.get(node.input[1]) if bias else None
-        if not bias or bias not in initializers or kernel is None:
+        if node.op_type not in op_types or len(node.input) < 3 or node.input[2] not in initializers:
+            continue  # no bias, or one computed in the graph (an empty name is no initializer)
+        bias, kernel = node.input[2], initializers.get(node.input[1])
+        if kernel is None:
             continue
         shaped = f"{bias}/per_channel"
         if shaped not in initializers:  # two convolutions may share one bias

@@ -279,6 +279,10 @@ class EngineBasics:
     def default_scales(self) -> Scales:
         return voice_scales(self.voice)
 
+    def stage_totals(self) -> dict[str, float]:
+        """Seconds spent so far in each stage of the engine's runs (none for one session)."""
+        return {}
+
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         raise NotImplementedError
 

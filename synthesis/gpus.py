@@ -40,7 +40,17 @@ class GpuMemory:
         pynvml.nvmlInit()
         self._nvml = pynvml
         self.index = nvml_index(cuda_device, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+        try:
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+        except BaseException:  # no object to close: let NVML go here
+            pynvml.nvmlShutdown()
+            raise
+
+    def __enter__(self) -> GpuMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def read(self) -> tuple[int, int]:
         """(used, total) bytes on the device, from every process on it."""
@@ -66,11 +76,8 @@ def free_gpu_memory(cuda_device: int) -> int | None:
     import pynvml
 
     try:
-        memory = GpuMemory(cuda_device)
-        try:
+        with GpuMemory(cuda_device) as memory:
             return memory.free()
-        finally:
-            memory.close()
     except pynvml.NVMLError as error:
         log.warning("the free memory of GPU %d is unknown (%s)", cuda_device, error)
         return None

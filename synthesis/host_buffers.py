@@ -16,7 +16,9 @@ smallest let go first. Each buffer is memory of its own from ``mmap``, page-alig
 ``cudaHostRegister`` locks whole pages and two buffers must never share one. It is locked with the
 CUDA runtime's ``cudaHostRegister`` (through ``ctypes``, from the runtime library the CUDA provider
 loaded where it can be found); where that library or call is not there, the buffers are plain
-memory, still reused.
+memory, still reused. One pool serves every engine of a process on one device
+(:func:`host_buffers`): a buffer is lent only while a batch is in flight, and the batches of a
+device are the batcher's, whatever the voice.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ class HostBuffers:
         self._free: list[np.ndarray] = []
         """Free buffers, smallest first."""
         self._lent: dict[int, np.ndarray] = {}
-        self._locked: list[np.ndarray] = []
-        """Every buffer page-locked and not let go; kept alive until it is unlocked."""
+        self._locked: dict[int, np.ndarray] = {}
+        """Every buffer page-locked and not let go, by address; kept alive until it is unlocked."""
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _unlock_all, self._runtime, self._locked)
 
@@ -148,21 +150,31 @@ class HostBuffers:
             self._locking = False
             return buffer
         with self._lock:
-            self._locked.append(buffer)
+            self._locked[buffer.ctypes.data] = buffer
         return buffer
 
     def _let_go(self, buffer: np.ndarray) -> None:
         with self._lock:
-            locked = any(kept is buffer for kept in self._locked)
-            if locked:
-                self._locked[:] = [kept for kept in self._locked if kept is not buffer]
+            locked = self._locked.pop(buffer.ctypes.data, None) is not None
         if locked and self._runtime is not None:
             self._runtime.cudaHostUnregister(ctypes.c_void_p(buffer.ctypes.data))
 
 
-def _unlock_all(runtime: ctypes.CDLL | None, locked: list[np.ndarray]) -> None:
+_pools: dict[int | None, HostBuffers] = {}
+_pools_lock = threading.Lock()
+
+
+def host_buffers(device_id: int | None) -> HostBuffers:
+    """The process's pool for CUDA device ``device_id`` (``None``: plain memory, off CUDA)."""
+    with _pools_lock:
+        if device_id not in _pools:
+            _pools[device_id] = HostBuffers(device_id)
+        return _pools[device_id]
+
+
+def _unlock_all(runtime: ctypes.CDLL | None, locked: dict[int, np.ndarray]) -> None:
     """Unlock ``locked`` (before their memory can be freed); errors, at exit, are of no use."""
     if runtime is not None:
-        for buffer in locked:
-            runtime.cudaHostUnregister(ctypes.c_void_p(buffer.ctypes.data))
+        for address in locked:
+            runtime.cudaHostUnregister(ctypes.c_void_p(address))
     locked.clear()

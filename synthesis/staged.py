@@ -63,7 +63,7 @@ from synthesis.frame_plan import (
     row_bucket,
 )
 from synthesis.front_graph import FRONT_NOISE, capturable_front
-from synthesis.host_buffers import HostBuffers
+from synthesis.host_buffers import host_buffers
 from synthesis.lanes import graph_lane
 from synthesis.layer_norms import with_fused_layer_norms
 from synthesis.precision import convert_to_fp16
@@ -178,8 +178,8 @@ class StagedEngine(EngineBasics):
         if use_cuda and options.fused_conv_bias:  # experimental: cuDNN fuses the other biases
             stages = replace(stages, waveform=with_biases_apart(stages.waveform, {"ConvTranspose"})[0])
         elif use_cuda and options.conv_bias_adds:
-            stages = replace(stages, front=with_biases_apart(stages.front)[0])
-            stages = replace(stages, waveform=with_biases_apart(stages.waveform)[0])
+            front, waveform = (with_biases_apart(stage)[0] for stage in (stages.front, stages.waveform))
+            stages = replace(stages, front=front, waveform=waveform)
         self.stages: VoiceStages = stages
         self._waveform_fp32 = stages.waveform
         half = self.precision == "fp16"
@@ -213,11 +213,13 @@ class StagedEngine(EngineBasics):
         self._lane = graph_lane(options.device_id) if self.buckets else None
         expand = stages.expand.SerializeToString()
         self._expand = self._build(expand, self._front_options, self._front_providers)
-        copier = partial(self._build, copy_model().SerializeToString(), self._front_options)
-        self._copier = copier(providers_for(use_cuda, options.device_id, ())) if self.buckets else None
+        self._copier: ort.InferenceSession | None = None
         """Copies a slot's audio to host memory (slots exist only with buckets)..."""
-        self._host = HostBuffers(options.device_id if use_cuda else None)
-        """... into these buffers, lent from the copy until :meth:`run` has cut the items out."""
+        if self.buckets:
+            copier = providers_for(use_cuda, options.device_id, ())
+            self._copier = self._build(copy_model().SerializeToString(), self._front_options, copier)
+            self._host = host_buffers(options.device_id if use_cuda else None)
+            """... into this device's buffers, lent from the copy until :meth:`release`."""
         self._waveform_dynamic: ort.InferenceSession | None = None
         first = self._first_front(self._front_key(1, len(warmup_ids(voice))))
         self._input_names = {i.name for i in first.get_inputs()}
@@ -285,8 +287,13 @@ class StagedEngine(EngineBasics):
         try:
             return [audio[row, : samples[row]].copy() for row in range(len(items))]
         finally:
-            if self.buckets:  # the audio is in a lent buffer (:meth:`_to_host`)
-                self._host.give(audio)
+            self.release(audio)
+
+    def release(self, audio: np.ndarray) -> None:
+        """Give back the host buffer a batch's audio came in (with buckets it was lent by
+        :meth:`_to_host`; without, it is the session's own array, and nothing happens)."""
+        if self.buckets:
+            self._host.give(audio)
 
     def _run_plain(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
         """The front in this thread; expand and waveform on the graph lane. ``None`` if the
@@ -323,6 +330,10 @@ class StagedEngine(EngineBasics):
             slot.held.release()
             raise
         return queued.result(), samples
+
+    def stage_totals(self) -> dict[str, float]:
+        with self._stage_lock:
+            return dict(self.stage_seconds)
 
     def _spent(self, **seconds: float) -> None:
         with self._stage_lock:

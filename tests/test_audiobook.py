@@ -22,10 +22,12 @@ from scipy.signal import resample  # type: ignore[import-untyped]
 from synthesis.batcher import Batcher
 from synthesis.engine import Engine
 from synthesis.pipeline import Synthesizer
+from ttsfarm.audiobook import export
 from ttsfarm.audiobook.book import Book, read_book
 from ttsfarm.audiobook.builder import BuildReport, build_audiobook
+from ttsfarm.audiobook.export import BookTags, ChapterMark, encode_book
 from ttsfarm.audiobook.render import LocalRenderer, PartProgress
-from ttsfarm.errors import InvalidInput, VoiceNotFound
+from ttsfarm.errors import InvalidInput, PermanentError, VoiceNotFound
 from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
 
 FAST = SynthesisOptions(length_scale=0.6, noise_scale=0.0, noise_w=0.0)
@@ -333,3 +335,33 @@ def test_an_output_folder_that_is_a_file_is_refused(tmp_path: Path, renderer: Lo
     (tmp_path / "taken").write_text("x")
     with pytest.raises(InvalidInput, match="cannot write to"):
         build(tiny_book(tmp_path), tmp_path / "taken", renderer)
+
+
+def test_book_files_appear_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The m4b and the mp3 are encoded at once, each with its own measured peak; when ffmpeg
+    cannot make one of them (here the mp3, given an encoder ffmpeg does not have), the other is not
+    left either, nor any temporary file."""
+    rate = 22050
+    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(2 * rate) / rate).astype(np.float32)
+    chapters = []
+    for number in range(2):
+        audio = tmp_path / f"chapter{number}.flac"
+        sf.write(audio, tone, rate)
+        chapters.append(ChapterMark(f"Chapter {number + 1}", 2.0 * number, 2.0 * (number + 1), audio))
+    m4b, mp3 = tmp_path / "book.m4b", tmp_path / "book.mp3"
+    peaks = encode_book(BookTags("Tones"), chapters, m4b, mp3)
+    assert set(peaks) == {"m4b", "mp3"} and all(-13.0 < peak <= -1.1 for peak in peaks.values())
+    assert sf.info(str(mp3)).duration == pytest.approx(4.0, abs=0.1)
+    assert m4b.stat().st_size > 1000
+    m4b.unlink()
+    mp3.unlink()
+    command = export._encode_command
+
+    def mp3_fails(kind: str, *args: Any) -> list[str]:
+        arguments = command(kind, *args)
+        return [*arguments[:-1], "-c:a", "no-such-encoder", arguments[-1]] if kind == "mp3" else arguments
+
+    monkeypatch.setattr(export, "_encode_command", mp3_fails)
+    with pytest.raises(PermanentError, match="ffmpeg could not encode the mp3"):
+        encode_book(BookTags("Tones"), chapters, m4b, mp3)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac"]

@@ -31,6 +31,9 @@ class LimitedMemoryEngine:
         self.provider = engine.provider
         self.calls: list[int] = []
 
+    def stage_totals(self) -> dict[str, float]:
+        return self.engine.stage_totals()
+
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         self.calls.append(len(items))
         if len(items) > self.max_items or max(len(i.phoneme_ids) for i in items) > self.max_ids:
@@ -45,6 +48,9 @@ class GatedEngine:
         self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
         self.running, self.gate = threading.Event(), threading.Event()
         self.threads: set[int] = set()
+
+    def stage_totals(self) -> dict[str, float]:
+        return self.engine.stage_totals()
 
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         self.threads.add(threading.get_ident())

@@ -175,32 +175,3 @@ def test_srt_cues_and_ffmpeg_metadata_escaping() -> None:
     text = ffmetadata(BookTags("A=B; #1"), [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))])
     assert "title=A\\=B\\; \\#1\n" in text
     assert "START=0\nEND=1500\ntitle=Line\\\nbreak\\\\\n" in text
-
-
-def test_book_files_appear_whole_or_not_at_all(tmp_path: Path) -> None:
-    """The m4b and the mp3 are encoded at once; each gets its measured peak, and when ffmpeg
-    cannot make them (here a cover that is no image) neither file is left, nor any temporary one."""
-    import numpy as np
-    import soundfile as sf
-
-    from ttsfarm.audiobook.export import BookTags, ChapterMark, encode_book
-    from ttsfarm.errors import PermanentError
-
-    rate = 22050
-    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(2 * rate) / rate).astype(np.float32)
-    chapters = []
-    for number in range(2):
-        audio = tmp_path / f"chapter{number}.flac"
-        sf.write(audio, tone, rate)
-        chapters.append(ChapterMark(f"Chapter {number + 1}", 2.0 * number, 2.0 * (number + 1), audio))
-    m4b, mp3 = tmp_path / "book.m4b", tmp_path / "book.mp3"
-    peaks = encode_book(BookTags("Tones"), chapters, m4b, mp3)
-    assert set(peaks) == {"m4b", "mp3"} and all(-13.0 < peak <= -1.1 for peak in peaks.values())
-    assert sf.info(str(mp3)).duration == pytest.approx(4.0, abs=0.1)
-    m4b.unlink()
-    mp3.unlink()
-    cover = tmp_path / "cover.jpg"
-    cover.write_text("not a picture", encoding="utf-8")
-    with pytest.raises(PermanentError, match="ffmpeg could not encode the"):
-        encode_book(BookTags("Tones"), chapters, m4b, mp3, cover)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac", "cover.jpg"]

@@ -75,8 +75,11 @@ def test_a_file_name_given_as_the_text_is_refused_not_spoken(tmp_path: Path) -> 
     assert not (tmp_path / "story.wav").exists()
     submitted = ttsfarm("submit", "story.txt", cwd=tmp_path, env={"TTSFARM_STORAGE_URL": str(tmp_path / "s")})
     assert submitted.returncode == 2 and b"is a file" in submitted.stderr
-    absolute = ttsfarm("synth", str(tmp_path / "story.txt"), "-o", "story.wav", cwd=tmp_path.parent)
+    absolute = ttsfarm(
+        "synth", str(tmp_path / "story.txt"), "-o", str(tmp_path / "abs.wav"), cwd=tmp_path.parent
+    )
     assert absolute.returncode == 2 and b"is a file" in absolute.stderr
+    assert not (tmp_path / "abs.wav").exists()
     read = ttsfarm("synth", "-f", "story.txt", "-o", "story.wav", "-q", cwd=tmp_path)
     assert read.returncode == 0, read.stderr
     assert sf.info(str(tmp_path / "story.wav")).duration > 0.5

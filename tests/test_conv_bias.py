@@ -3,6 +3,7 @@ the same, with no biased convolution of the chosen kinds left."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +29,10 @@ def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarra
     return [np.asarray(value) for value in session.run(None, feeds)]
 
 
-def _biased(model: onnx.ModelProto, op_types: frozenset[str] | set[str]) -> int:
-    return sum(1 for node in model.graph.node if node.op_type in op_types and len(node.input) > 2)
+def _biased(model: onnx.ModelProto, op_types: Collection[str]) -> int:
+    return sum(
+        1 for node in model.graph.node if node.op_type in op_types and len(node.input) > 2 and node.input[2]
+    )
 
 
 def _waveform_feeds(waveform: onnx.ModelProto) -> dict[str, np.ndarray]:

@@ -102,6 +102,9 @@ class GatedEngine:
         self.gate = threading.Event()
         self.runs: list[int] = []
 
+    def stage_totals(self) -> dict[str, float]:
+        return self.engine.stage_totals()
+
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         self.runs.append(len(items))
         self.gate.wait(30)

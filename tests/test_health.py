@@ -25,6 +25,9 @@ class FaultyDevice:
     def default_scales(self) -> Scales:
         return self.engine.default_scales()
 
+    def stage_totals(self) -> dict[str, float]:
+        return self.engine.stage_totals()
+
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         if self.fail:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")

@@ -10,7 +10,7 @@ import mmap
 import numpy as np
 import pytest
 
-from synthesis.host_buffers import KEPT_FREE, SMALLEST, HostBuffers, cuda_runtime
+from synthesis.host_buffers import KEPT_FREE, SMALLEST, HostBuffers, cuda_runtime, host_buffers
 
 
 def _gpu_here() -> bool:
@@ -94,3 +94,9 @@ def test_on_a_gpu_every_buffer_is_locked() -> None:
     for array in arrays:
         buffers.give(array)
     buffers.close()
+
+
+def test_one_pool_per_device() -> None:
+    plain = host_buffers(None)
+    assert host_buffers(None) is plain
+    assert not plain.pinned  # off CUDA: plain memory

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -142,10 +143,12 @@ def encode_book(
         listing, metadata = Path(folder) / "chapters.ffconcat", Path(folder) / "metadata.txt"
         listing.write_text(_concat_list(chapters), encoding="utf-8")
         metadata.write_text(ffmetadata(tags, chapters), encoding="utf-8")
-        sources = (listing, metadata, cover, ceiling_db)
+        encode = partial(
+            _encode_under_ceiling, listing=listing, metadata=metadata, cover=cover, ceiling_db=ceiling_db
+        )
         with ThreadPoolExecutor(2, thread_name_prefix="ttsfarm-encode") as pool:
             encodings = {
-                kind: pool.submit(_encode_under_ceiling, kind, target, *sources)
+                kind: pool.submit(encode, kind, target)
                 for kind, target in (("m4b", m4b_temp), ("mp3", mp3_temp))
             }
             return {kind: encoding.result() for kind, encoding in encodings.items()}
