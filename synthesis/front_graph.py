@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from synthesis.graph import consumers_of, copy_of, drop_unused_nodes
+from synthesis.graph import consumers_of, copy_of, drop_unused_nodes, replace_nodes
 from synthesis.stages import NOISE_OP, UnsupportedGraph
 
 FRONT_NOISE: Final = "stage/duration_noise"
@@ -96,14 +96,14 @@ def with_shapes_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     folded = copy_of(model)
     graph = folded.graph
     shapes = inferred(folded).shapes
+    constants: list[tuple[onnx.NodeProto, list[onnx.NodeProto]]] = []
     for node in [node for node in graph.node if node.op_type == "Shape" and shapes.get(node.input[0])]:
         shape = shapes[node.input[0]] or ()
         start, end = _attribute(node, "start"), _attribute(node, "end")
         window = slice(start if isinstance(start, int) else None, end if isinstance(end, int) else None)
         value = numpy_helper.from_array(np.array(shape[window], dtype=np.int64))
-        index = list(graph.node).index(node)
-        graph.node.remove(node)
-        graph.node.insert(index, helper.make_node("Constant", [], [node.output[0]], value=value))
+        constants.append((node, [helper.make_node("Constant", [], [node.output[0]], value=value)]))
+    replace_nodes(graph, constants)
     drop_unused_nodes(graph)
     return folded
 
@@ -173,10 +173,12 @@ def with_dense_masks(front: onnx.ModelProto, known: Inferred | None = None) -> o
                     user.input[0] = grid
                 else:
                     raise UnsupportedGraph(f"{nonzero.name}: its indices are used by {user.op_type}")
+    dense: list[tuple[onnx.NodeProto, list[onnx.NodeProto]]] = []
     for scatter, mask, bool_mask in scatters:  # dense values pair up with the scatter's positions
         if _strip_expand(mask, producers) not in gather_masks:  # only if both use one mask
             raise UnsupportedGraph(f"{scatter.name}: scatters by a mask that no gather used")
-        _replace_scatter(graph, names, scatter, bool_mask)
+        dense.append((scatter, _dense_scatter(names, scatter, bool_mask)))
+    replace_nodes(graph, dense)
     drop_unused_nodes(graph)
     return model
 
@@ -189,18 +191,15 @@ def _strip_expand(name: str, producers: Mapping[str, onnx.NodeProto]) -> str:
     return name
 
 
-def _replace_scatter(graph: onnx.GraphProto, names: _NameMaker, scatter: onnx.NodeProto, mask: str) -> None:
+def _dense_scatter(names: _NameMaker, scatter: onnx.NodeProto, mask: str) -> list[onnx.NodeProto]:
+    """The nodes that take ``scatter``'s place: its updates laid over its base where ``mask`` is."""
     base, _, updates = scatter.input
     shape, dense = names.new("shape"), names.new("values")
-    index = list(graph.node).index(scatter)
-    graph.node.remove(scatter)
-    replacement = [
+    return [
         helper.make_node("Shape", [base], [shape], name=names.new("node")),
         helper.make_node("Reshape", [updates, shape], [dense], name=names.new("node")),
         helper.make_node("Where", [mask, dense, base], [scatter.output[0]], name=names.new("node")),
     ]
-    for offset, node in enumerate(replacement):
-        graph.node.insert(index + offset, node)
 
 
 def _index_grid(graph: onnx.GraphProto, names: _NameMaker, shape: tuple[int, ...]) -> str:
