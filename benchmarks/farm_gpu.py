@@ -8,7 +8,7 @@ per GPU (held-out prose, each job rotated to start at another sentence, FLAC to 
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
 from the first submit to the last job's finish, both taken from the job records. Also
 reported: the worker's batcher counters (``celery inspect ttsfarm_stats``), with each batch's
-time split into its run, its front and its graph-lane work (ms per batch), and the CPU time of
+time split into its run and the engine's stages (ms per batch), and the CPU time of
 the worker and its text processes over the timed round. Starts its own Redis on --port.
 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"
 JOB_WORDS = 420
 POLL = 0.2
+STAGE_COLUMNS = ("run", "front", "expand", "waveform", "copy")
 
 
 def job_texts(count: int, words: int) -> list[str]:
@@ -155,9 +156,10 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
 
 def per_batch_ms(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """Milliseconds per batch over the timed round: each engine run (``run``, from its runner's
-    start to its audio), and the staged engine's stages (``front`` in the runners; ``expand``,
-    ``waveform`` and ``copy`` on the graph lane, one batch at a time). A run longer than its
-    front and lane work together waited: for a run slot, the lane, or the interpreter lock."""
+    start to its audio), and the staged engine's stages: ``front``, ``expand`` (the wait for the
+    batch's waveform slot included) and ``copy`` in the runners, ``waveform`` (the replay) on the
+    graph lane, one batch at a time (older trees ran expand and the copy on the lane too). A run
+    longer than its stages together waited: for a run slot, the lane, or the interpreter lock."""
     batches = after["batches"] - before["batches"]
     if not batches:
         return {}
@@ -168,9 +170,6 @@ def per_batch_ms(before: dict[str, float], after: dict[str, float]) -> dict[str,
         / batches
         for key in keys
     }
-    lane = sum(ms.get(stage, 0.0) for stage in ("expand", "waveform", "copy"))
-    if lane:
-        ms["lane"] = lane
     return {key: round(value, 2) for key, value in ms.items()}
 
 
@@ -291,7 +290,7 @@ def main() -> None:
     finally:
         server.terminate()
     columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
-    columns += " (worker / text) | ms per batch: run / front / lane"
+    columns += " (worker / text) | ms per batch: run / front / expand / waveform / copy"
     print(f"| variant | {columns} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
@@ -302,7 +301,7 @@ def main() -> None:
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
             f"{timed.get('mean_batch')} | {timed.get('engine_busy')} | "
             f"{timed.get('worker_cores')} / {timed.get('text_cores')} | "
-            f"{' / '.join(str(ms.get(key, '-')) for key in ('run', 'front', 'lane'))} |"
+            f"{' / '.join(str(ms.get(key, '-')) for key in STAGE_COLUMNS)} |"
         )
 
 

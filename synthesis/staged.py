@@ -14,11 +14,14 @@ prior repeated by the durations, plus noise) and waveform (flow and decoder). On
   frames it really needs, and builds the frame index and mask;
 - expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
   the fixed input buffers of that ``(rows, frames)`` bucket's waveform session, once the
-  bucket's previous batch has been replayed (each waveform slot is held from expand to the end
-  of its replay);
+  bucket's previous batch is out (each waveform slot is held from expand until its audio has
+  been copied to the host);
 - the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
-  is replayed. Waveform runs go one at a time on one thread of their own (the engine's
-  *graph lane*), which owns the buffers; fronts of other batches run meanwhile.
+  is replayed. Replays go one at a time on one thread of their own (the engine's *graph
+  lane*), which does nothing else: expand before it and the copy of the audio to the host after
+  it run in the caller's thread, so the lane takes the interpreter lock twice per batch, not
+  once per session run (in a worker, 40-odd threads want it). Fronts and copies of other
+  batches run meanwhile.
 
 Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
 reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
@@ -296,22 +299,23 @@ class StagedEngine(EngineBasics):
             self._host.give(audio)
 
     def _run_plain(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
-        """The front in this thread; expand and waveform on the graph lane. ``None`` if the
-        batch needs more frames than a run may take."""
+        """The front, expand and the copy to the host in this thread, the waveform replay on
+        the graph lane. ``None`` if the batch needs more frames than a run may take."""
         started = time.perf_counter()
         with self._run_slots:
             front = self._run_front(items, scales)
         self._spent(front=time.perf_counter() - started)
-        planned = self._planned(front.durations, len(items))  # here, so the lane only runs the device
+        planned = self._planned(front.durations, len(items))
         if planned is None:
             return None
         plan, samples = planned
-        return self._on_lane(lambda: self._run_waveform(front, plan, scales.noise_scale)), samples
+        return self._run_waveform(front, plan, scales.noise_scale), samples
 
     def _run_captured(
         self, front: FrontSlot, items: Sequence[EngineItem], scales: Scales
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Front and expand on the front lane, the waveform on the graph lane."""
+        """Front and expand on the front lane, the waveform replay on the graph lane, the copy
+        to the host in this thread."""
         rows, width = front.inputs["input"].shape()
         feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         feeds[FRONT_NOISE] = np.random.default_rng().standard_normal(front.noise_shape, dtype=np.float32)
@@ -323,13 +327,7 @@ class StagedEngine(EngineBasics):
         if prepared is None:
             return None
         slot, samples = prepared
-        assert self._lane is not None  # fronts run as slots only with buckets, so with a lane
-        try:
-            queued = self._lane.submit(partial(self._replay_held, slot))
-        except BaseException:  # it will never run: let the slot go here
-            slot.held.release()
-            raise
-        return queued.result(), samples
+        return self._replayed(slot), samples
 
     def stage_totals(self) -> dict[str, float]:
         with self._stage_lock:
@@ -395,7 +393,7 @@ class StagedEngine(EngineBasics):
         self, front: FrontSlot, feeds: dict[str, np.ndarray], noise_scale: float, items: int
     ) -> tuple[WaveformSlot, np.ndarray] | None:
         """On the front lane: replay the front, plan the frames, and expand into a waveform
-        slot, which is returned held (:meth:`_replay_held` lets it go), with each item's
+        slot, which is returned held (:meth:`_replayed` lets it go), with each item's
         samples. ``None`` if the batch needs more frames than a run may take."""
         for name, value in feeds.items():
             if name in front.inputs:
@@ -410,21 +408,7 @@ class StagedEngine(EngineBasics):
         plan, samples = planned
         extras = {name: front.outputs[name] for name in names.extras}
         result = FrontResult(front.outputs[names.mean_t], front.outputs[names.log_std_t], extras, durations)
-        expand = self._expand_binding(result, plan, noise_scale)
-        slot = self._slot(*plan[0].shape)
-        slot.held.acquire()  # its previous batch may still be replaying on the graph lane
-        while (current := self._slot(*plan[0].shape)) is not slot:  # it went fp32 meanwhile
-            slot.held.release()
-            slot = current
-            slot.held.acquire()
-        try:
-            for name, buffer in slot.inputs.items():
-                expand.bind_ortvalue_output(name, buffer)
-            self._expand.run_with_iobinding(expand)
-        except BaseException:
-            slot.held.release()
-            raise
-        return slot, samples
+        return self._expanded(result, plan, noise_scale), samples
 
     def _front_key(self, rows: int, longest: int) -> tuple[int, int] | None:
         """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
@@ -471,20 +455,73 @@ class StagedEngine(EngineBasics):
 
         return self._cached(self._fronts, key, make)
 
-    # waveform (on the graph lane when there is one)
+    # waveform (replays on the graph lane when there is one)
 
-    def _replay_held(self, slot: WaveformSlot) -> np.ndarray:
-        """On the graph lane: replay a slot that :meth:`_front_to_slot` filled, let it go."""
+    def _run_waveform(
+        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
+    ) -> np.ndarray:
+        """A planned batch's audio on the host: expanded into its slot here, replayed on the
+        graph lane, copied here (with buckets); without, both stages run here as plain sessions."""
+        if not self.buckets:
+            return self._run_dynamic(self._expand_binding(front, plan, noise_scale))
+        started = time.perf_counter()
+        slot = self._expanded(front, plan, noise_scale)
+        self._spent(expand=time.perf_counter() - started)
+        return self._replayed(slot)
+
+    def _expanded(self, front: FrontResult, plan: Plan, noise_scale: float) -> WaveformSlot:
+        """Expand ``front`` into the input buffers of the slot of the plan's shape, which is
+        returned held: its previous batch is out, and :meth:`_replayed` lets it go."""
+        expand = self._expand_binding(front, plan, noise_scale)
+        slot = self._held_slot(*plan[0].shape)
         try:
-            rows, frames = slot.inputs[self.stages.names.mask].shape()[::2]
+            for name, buffer in slot.inputs.items():
+                expand.bind_ortvalue_output(name, buffer)
+            self._expand.run_with_iobinding(expand)
+        except BaseException:
+            slot.held.release()
+            raise
+        return slot
+
+    def _replayed(self, slot: WaveformSlot) -> np.ndarray:
+        """Replay a held slot on the graph lane, copy its audio to the host in this thread,
+        and let the slot go (and the fp32 one that ran instead, if fp16 had no plan)."""
+        assert self._lane is not None  # slots exist only with buckets, and so does the lane
+        rows, frames = slot.inputs[self.stages.names.mask].shape()[::2]
+        ran = slot
+        try:
+            ran = self._lane.submit(partial(self._timed_replay, slot, rows, frames)).result()
             started = time.perf_counter()
-            ran = self._replay(slot, rows, frames)
-            replayed = time.perf_counter()
             audio = self._to_host(ran.output, rows)
-            self._spent(waveform=replayed - started, copy=time.perf_counter() - replayed)
+            self._spent(copy=time.perf_counter() - started)
             return audio
         finally:
+            if ran is not slot:
+                ran.held.release()
             slot.held.release()
+
+    def _timed_replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
+        """:meth:`_replay`, its time counted as the waveform stage's (on the graph lane)."""
+        started = time.perf_counter()
+        ran = self._replay(slot, rows, frames)
+        self._spent(waveform=time.perf_counter() - started)
+        return ran
+
+    def _held_slot(self, rows: int, frames: int) -> WaveformSlot:
+        """The ``(rows, frames)`` slot, held: its previous batch may still be in it. A slot not
+        built yet is built on the graph lane, where every waveform session is built and run
+        (in NCHW they share one arena)."""
+        with self._lock:
+            built = (rows, frames) in self._slots
+        if not built:
+            self._on_lane(partial(self._slot, rows, frames))
+        slot = self._slot(rows, frames)
+        slot.held.acquire()
+        while (current := self._slot(rows, frames)) is not slot:  # it went fp32 meanwhile
+            slot.held.release()
+            slot = current
+            slot.held.acquire()
+        return slot
 
     def _to_host(self, audio: ort.OrtValue, rows: int) -> np.ndarray:
         """A slot's audio copied to host memory inside a session run, with the GIL free: through
@@ -525,27 +562,6 @@ class StagedEngine(EngineBasics):
         self.last_bucket = Bucket(rows, width, frames)
         return frame_plan(durations, frames)
 
-    def _run_waveform(
-        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
-    ) -> np.ndarray:
-        rows, frames = plan[0].shape
-        expand = self._expand_binding(front, plan, noise_scale)
-        if not self.buckets:
-            return self._run_dynamic(expand)
-        slot = self._slot(rows, frames)
-        for name, buffer in slot.inputs.items():
-            expand.bind_ortvalue_output(name, buffer)
-        started = time.perf_counter()
-        self._expand.run_with_iobinding(expand)
-        expanded = time.perf_counter()
-        slot = self._replay(slot, rows, frames)
-        replayed = time.perf_counter()
-        audio = self._to_host(slot.output, rows)
-        self._spent(
-            expand=expanded - started, waveform=replayed - expanded, copy=time.perf_counter() - replayed
-        )
-        return audio
-
     def _expand_binding(
         self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
     ) -> Any:
@@ -580,7 +596,8 @@ class StagedEngine(EngineBasics):
         return np.asarray(audio).reshape(audio.shape[0], -1)
 
     def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
-        """Run the slot's session; returns the slot that ran (an fp32 one if fp16 has no plan).
+        """Run the held slot's session; returns the slot that ran, held: ``slot``, or an fp32
+        one made here if fp16 has no plan (the caller lets both go).
 
         With graphs, the first run is not captured: cuDNN builds its plans then (and says if it
         has none in fp16) outside any capture. The second run captures, later ones replay.
@@ -601,10 +618,14 @@ class StagedEngine(EngineBasics):
         fp32 = self._new_slot(rows, frames, fp32=True)
         for name, buffer in slot.inputs.items():  # expand already wrote this batch's input there
             fp32.inputs[name].update_inplace(buffer.numpy())
-        with fp32.held:
+        fp32.held.acquire()  # before others can see it: its output is this batch's until copied
+        try:
             with self._lock:
                 self._slots[(rows, frames)] = fp32
             return self._replay(fp32, rows, frames)
+        except BaseException:
+            fp32.held.release()
+            raise
 
     def _capture(self, rows: int, frames: int) -> None:
         """Capture the ``(rows, frames)`` graph ahead of use (on the lane)."""
@@ -617,6 +638,8 @@ class StagedEngine(EngineBasics):
             try:
                 slot = self._replay(held, rows, frames)
             finally:
+                if slot is not held:  # the fp32 slot that ran instead, held by _replay
+                    slot.held.release()
                 held.held.release()
         self.capture_seconds += time.perf_counter() - started
 

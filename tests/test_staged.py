@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +226,22 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     assert pool is host_buffers(None)  # one pool per device, whatever the engine
     _assert_same_audio(first, second)
     assert all(wave.base is None or wave.base.size == len(wave) for wave in first)  # copies, not views
+
+
+def test_batches_from_several_threads_equal_each_run_alone(
+    staged_buckets: StagedEngine, phonemizer: Phonemizer
+) -> None:
+    """A worker's runners run batches at once: each expands into its waveform slot and copies
+    the audio out in its own thread, and only the replay goes to the graph lane. A slot is held
+    from expand to the copy, so batches of one shape never write into each other's."""
+    items = _items(phonemizer)
+    shapes = [items, items[:2], items[2:], list(reversed(items))]
+    alone = [staged_buckets.run(batch, DETERMINISTIC) for batch in shapes]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(lambda batch: staged_buckets.run(batch, DETERMINISTIC), shapes * 2))
+    for index, waves in enumerate(together):
+        _assert_same_audio(alone[index % len(shapes)], waves)
+    assert staged_buckets._host.lent == 0
 
 
 def test_the_batchers_stats_split_each_run_into_its_stages(
