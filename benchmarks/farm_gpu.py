@@ -39,6 +39,7 @@ from bench.farm import start_worker as start_farm_worker
 from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
+from synthesis.staged import STAGES
 from synthesis.text import split_sentences
 from ttsfarm.jobs import JobStatus
 from ttsfarm.settings import Settings
@@ -47,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"
 JOB_WORDS = 420
 POLL = 0.2
-STAGE_COLUMNS = ("run", "front", "expand", "waveform", "copy")
+STAGE_COLUMNS = ("run", *STAGES)
 
 
 def job_texts(count: int, words: int) -> list[str]:
@@ -156,10 +157,10 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
 
 def per_batch_ms(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """Milliseconds per batch over the timed round: each engine run (``run``, from its runner's
-    start to its audio), and the staged engine's stages: ``front``, ``expand`` (the wait for the
-    batch's waveform slot included) and ``copy`` in the runners, ``waveform`` (the replay) on the
-    graph lane, one batch at a time (older trees ran expand and the copy on the lane too). A run
-    longer than its stages together waited: for a run slot, the lane, or the interpreter lock."""
+    start to its audio), and the staged engine's stages and the steps and waits between them
+    (``synthesis.staged.STAGES``; older trees count fewer, and ran expand and the copy on the
+    graph lane). What a run holds beyond them is host work between the steps, and the
+    interpreter lock."""
     batches = after["batches"] - before["batches"]
     if not batches:
         return {}
@@ -290,7 +291,7 @@ def main() -> None:
     finally:
         server.terminate()
     columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
-    columns += " (worker / text) | ms per batch: run / front / expand / waveform / copy"
+    columns += f" (worker / text) | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():

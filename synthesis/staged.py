@@ -18,10 +18,11 @@ prior repeated by the durations, plus noise) and waveform (flow and decoder). On
   been copied to the host);
 - the waveform session, fp16, was captured as a CUDA graph when its bucket was first used, and
   is replayed. Replays go one at a time on one thread of their own (the engine's *graph
-  lane*), which does nothing else: expand before it and the copy of the audio to the host after
-  it run in the caller's thread, so the lane takes the interpreter lock twice per batch, not
-  once per session run (in a worker, 40-odd threads want it). Fronts and copies of other
-  batches run meanwhile.
+  lane*), which does nothing else but build the waveform sessions: expand before a replay (in
+  the runner's thread, or on the front lane with ``capture_front``) and the copy of the audio to
+  the host after it (in the runner's thread) run elsewhere, so the lane takes the interpreter
+  lock twice per batch, not once per session run. Fronts and copies of other batches run
+  meanwhile.
 
 Frames are chosen from the real durations, so nothing overflows a bucket and no frames are
 reserved per phoneme id in advance. Exact lengths hold: each item gets ``sum(durations) * hop``
@@ -110,6 +111,24 @@ SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
 """Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
 (and says when it has none in fp16) outside the capture."""
 
+STAGES: Final = (
+    "front",
+    "plan",
+    "slot_wait",
+    "expand",
+    "lane_wait",
+    "waveform",
+    "lane_return",
+    "copy",
+    "cut",
+)
+"""What ``stage_seconds`` adds up, in a batch's order: ``front`` (its inputs padded and bound,
+and its run), ``plan`` (the frame plan from the durations), ``slot_wait`` (for the waveform slot
+of the batch's shape to be free), ``expand``, ``lane_wait`` (from the replay's submit to its
+start on the graph lane), ``waveform`` (the replay), ``lane_return`` (from the replay's end to
+the runner going on: the hand-back and the interpreter lock), ``copy`` (to the host) and
+``cut`` (each item's audio copied out of the batch's). Without buckets (no slots, no lane) only
+the front, the plan and the cut are counted."""
 T = TypeVar("T")
 
 
@@ -124,7 +143,8 @@ class WaveformSlot:
     fp32: bool
     runs: int = 0
     held: threading.Lock = field(default_factory=threading.Lock)
-    """Held from the moment expand writes a batch into :attr:`inputs` until its replay ends."""
+    """Held from the moment expand writes a batch into :attr:`inputs` until its audio has been
+    copied out of :attr:`output` to the host."""
 
 
 @dataclass
@@ -168,8 +188,9 @@ class StagedEngine(EngineBasics):
         self.precision_fallbacks = 0
         self.last_bucket: Bucket | None = None
         self.warmup_seconds = 0.0
-        self.stage_seconds = dict.fromkeys(("front", "expand", "waveform", "copy"), 0.0)
-        """Time spent in each stage so far (the front as its callers saw it, slot wait included)."""
+        self.stage_seconds = dict.fromkeys(STAGES, 0.0)
+        """Time spent in each stage so far, and in the steps and waits between them
+        (:data:`STAGES`)."""
         self._stage_lock = threading.Lock()
         """Guards ``stage_seconds``: the runners add their fronts' time at once."""
         model = onnx.load(str(voice.model_path))
@@ -287,10 +308,12 @@ class StagedEngine(EngineBasics):
             self.frame_overflows += 1
             return self._in_halves(items, scales)
         audio, samples = spoken
+        started = time.perf_counter()
         try:
             return [audio[row, : samples[row]].copy() for row in range(len(items))]
         finally:
             self.release(audio)
+            self._spent(cut=time.perf_counter() - started)
 
     def release(self, audio: np.ndarray) -> None:
         """Give back the host buffer a batch's audio came in (with buckets it was lent by
@@ -301,10 +324,10 @@ class StagedEngine(EngineBasics):
     def _run_plain(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
         """The front, expand and the copy to the host in this thread, the waveform replay on
         the graph lane. ``None`` if the batch needs more frames than a run may take."""
-        started = time.perf_counter()
         with self._run_slots:
+            started = time.perf_counter()
             front = self._run_front(items, scales)
-        self._spent(front=time.perf_counter() - started)
+            self._spent(front=time.perf_counter() - started)
         planned = self._planned(front.durations, len(items))
         if planned is None:
             return None
@@ -319,11 +342,9 @@ class StagedEngine(EngineBasics):
         rows, width = front.inputs["input"].shape()
         feeds = padded_feeds(items, rows, width, scales, "sid" in self._input_names)
         feeds[FRONT_NOISE] = np.random.default_rng().standard_normal(front.noise_shape, dtype=np.float32)
-        started = time.perf_counter()
         assert self._front_lane is not None  # set for good once the first front slot was built
         work = partial(self._front_to_slot, front, feeds, scales.noise_scale, len(items))
         prepared = self._front_lane.submit(work).result()
-        self._spent(front=time.perf_counter() - started)
         if prepared is None:
             return None
         slot, samples = prepared
@@ -359,8 +380,8 @@ class StagedEngine(EngineBasics):
     def _first_front(self, key: tuple[int, int] | None) -> ort.InferenceSession:
         """The first front session, built at load while nothing else runs: a front slot's where
         fronts run as slots. If the front cannot be made one, say why and use plain fronts from
-        the start (never later: a batch in flight holds a waveform slot the plain path would
-        write to)."""
+        the start, not from some batch on, so that the fronts and their stage times stay of one
+        kind for the engine's life."""
         if self._front_lane is not None and key is not None:
             try:
                 return self._cached(self._front_slots, key, partial(self._new_front_slot, *key)).session
@@ -398,7 +419,9 @@ class StagedEngine(EngineBasics):
         for name, value in feeds.items():
             if name in front.inputs:
                 front.inputs[name].update_inplace(value)
+        started = time.perf_counter()
         front.session.run_with_iobinding(front.binding)
+        self._spent(front=time.perf_counter() - started)
         names = self.stages.names
         rows, width = front.inputs["input"].shape()
         durations = front.outputs[names.durations].numpy().reshape(rows, width).astype(np.int64)
@@ -464,10 +487,7 @@ class StagedEngine(EngineBasics):
         graph lane, copied here (with buckets); without, both stages run here as plain sessions."""
         if not self.buckets:
             return self._run_dynamic(self._expand_binding(front, plan, noise_scale))
-        started = time.perf_counter()
-        slot = self._expanded(front, plan, noise_scale)
-        self._spent(expand=time.perf_counter() - started)
-        return self._replayed(slot)
+        return self._replayed(self._expanded(front, plan, noise_scale))
 
     def _expanded(self, front: FrontResult, plan: Plan, noise_scale: float) -> WaveformSlot:
         """Expand ``front`` into the input buffers of the slot of the plan's shape, which is
@@ -477,7 +497,9 @@ class StagedEngine(EngineBasics):
         try:
             for name, buffer in slot.inputs.items():
                 expand.bind_ortvalue_output(name, buffer)
+            started = time.perf_counter()
             self._expand.run_with_iobinding(expand)
+            self._spent(expand=time.perf_counter() - started)
         except BaseException:
             slot.held.release()
             raise
@@ -487,11 +509,13 @@ class StagedEngine(EngineBasics):
         """Replay a held slot on the graph lane, copy its audio to the host in this thread,
         and let the slot go (and the fp32 one that ran instead, if fp16 had no plan)."""
         assert self._lane is not None  # slots exist only with buckets, and so does the lane
-        rows, frames = slot.inputs[self.stages.names.mask].shape()[::2]
         ran = slot
         try:
-            ran = self._lane.submit(partial(self._timed_replay, slot, rows, frames)).result()
+            rows, frames = slot.inputs[self.stages.names.mask].shape()[::2]
+            submitted = time.perf_counter()
+            ran, began, ended = self._lane.submit(partial(self._timed_replay, slot, rows, frames)).result()
             started = time.perf_counter()
+            self._spent(lane_wait=began - submitted, lane_return=started - ended)
             audio = self._to_host(ran.output, rows)
             self._spent(copy=time.perf_counter() - started)
             return audio
@@ -500,28 +524,33 @@ class StagedEngine(EngineBasics):
                 ran.held.release()
             slot.held.release()
 
-    def _timed_replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
-        """:meth:`_replay`, its time counted as the waveform stage's (on the graph lane)."""
-        started = time.perf_counter()
+    def _timed_replay(self, slot: WaveformSlot, rows: int, frames: int) -> tuple[WaveformSlot, float, float]:
+        """:meth:`_replay` on the graph lane, with when it began and ended (``perf_counter``)."""
+        began = time.perf_counter()
         ran = self._replay(slot, rows, frames)
-        self._spent(waveform=time.perf_counter() - started)
-        return ran
+        ended = time.perf_counter()
+        self._spent(waveform=ended - began)
+        return ran, began, ended
 
     def _held_slot(self, rows: int, frames: int) -> WaveformSlot:
         """The ``(rows, frames)`` slot, held: its previous batch may still be in it. A slot not
-        built yet is built on the graph lane, where every waveform session is built and run
-        (in NCHW they share one arena)."""
-        with self._lock:
-            built = (rows, frames) in self._slots
-        if not built:
-            self._on_lane(partial(self._slot, rows, frames))
-        slot = self._slot(rows, frames)
-        slot.held.acquire()
-        while (current := self._slot(rows, frames)) is not slot:  # it went fp32 meanwhile
-            slot.held.release()
-            slot = current
+        built yet (or dropped from the cache) is built on the graph lane, where every waveform
+        session is built and run (in NCHW they share one arena); none is built while one is held."""
+        key = (rows, frames)
+        started = time.perf_counter()
+        while True:
+            with self._lock:
+                slot = self._slots.get(key)
+                if slot is not None:
+                    self._slots.move_to_end(key)
+            if slot is None:
+                slot = self._on_lane(partial(self._slot, rows, frames))
             slot.held.acquire()
-        return slot
+            with self._lock:
+                if self._slots.get(key) is slot:
+                    self._spent(slot_wait=time.perf_counter() - started)
+                    return slot
+            slot.held.release()  # it went fp32, or was dropped, meanwhile
 
     def _to_host(self, audio: ort.OrtValue, rows: int) -> np.ndarray:
         """A slot's audio copied to host memory inside a session run, with the GIL free: through
@@ -549,7 +578,9 @@ class StagedEngine(EngineBasics):
     def _planned(self, durations: np.ndarray, items: int) -> tuple[Plan, np.ndarray] | None:
         """The frame plan of a batch and each item's samples; ``None`` if the batch needs more
         frames than one run may take (it then runs in halves)."""
+        started = time.perf_counter()
         plan = self._frame_plan(durations)
+        self._spent(plan=time.perf_counter() - started)
         if items > 1 and plan[0].size > self.options.max_batch_frames:
             return None
         return plan, durations[:items].sum(axis=1) * self.voice.hop_length
@@ -633,7 +664,7 @@ class StagedEngine(EngineBasics):
         started = time.perf_counter()
         while slot.runs < 2:
             if not slot.held.acquire(blocking=False):
-                break  # a batch is in it, queued behind this on the lane: its replay captures
+                break  # a batch holds it (expanding, queued or copying): a later replay captures
             held = slot
             try:
                 slot = self._replay(held, rows, frames)
