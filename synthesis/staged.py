@@ -53,6 +53,7 @@ from synthesis.engine import (
     EngineOptions,
     EngineOutOfMemory,
     Scales,
+    cut_items,
     is_missing_fp16_plan,
     is_out_of_memory,
     padded_feeds,
@@ -127,7 +128,7 @@ and its run), ``plan`` (the frame plan from the durations), ``slot_wait`` (for t
 of the batch's shape to be free), ``expand``, ``lane_wait`` (from the replay's submit to its
 start on the graph lane), ``waveform`` (the replay), ``lane_return`` (from the replay's end to
 the runner going on: the hand-back and the interpreter lock), ``copy`` (to the host) and
-``cut`` (each item's audio copied out of the batch's). Without buckets (no slots, no lane) only
+``cut`` (the items' audio copied out of the lent host buffer). Without buckets (no slots, no lane) only
 the front, the plan and the cut are counted."""
 T = TypeVar("T")
 
@@ -310,7 +311,7 @@ class StagedEngine(EngineBasics):
         audio, samples = spoken
         started = time.perf_counter()
         try:
-            return [audio[row, : samples[row]].copy() for row in range(len(items))]
+            return cut_items(audio, samples, len(items))  # a copy: the lent buffer goes back
         finally:
             self.release(audio)
             self._spent(cut=time.perf_counter() - started)
