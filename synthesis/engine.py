@@ -218,13 +218,14 @@ def check_piper_interface(session: ort.InferenceSession, path: str) -> None:
 
 def cut_items(audio: np.ndarray, samples: np.ndarray, count: int) -> list[np.ndarray]:
     """The first ``count`` rows of a batch's ``(rows, samples)`` audio, each trimmed to its own
-    ``samples``: views of one copy of those rows, not a copy each. Each numpy copy this size lets
-    go of the interpreter lock and must then win it back; in a worker, behind 40-odd threads,
-    that wait is most of the copy: a batch of 32 cut one copy per item took 25-30 ms through the
-    farm (docs/benchmarks.md, run 39), against about 3 ms engine alone."""
-    longest = int(samples[:count].max()) if count else 0
-    batch = np.array(audio[:count, :longest])
-    return [batch[row, : samples[row]] for row in range(count)]
+    ``samples``, as arrays of their own (writable; nothing refers back to ``audio``).
+
+    Copied through ``bytearray``, which keeps the interpreter lock for the whole copy: a numpy
+    copy of this size lets go of it and must then win it back, and in a worker, behind 40-odd
+    threads, the 32 copies of a batch took 25-30 ms where engine alone they took 3 (the ``cut``
+    counter, docs/benchmarks.md, run 39; ``benchmarks/cut_items.py`` shows the waiting on a CPU)."""
+    dtype = audio.dtype
+    return [np.frombuffer(bytearray(audio[row, : samples[row]]), dtype=dtype) for row in range(count)]
 
 
 def padded_feeds(

@@ -128,8 +128,8 @@ and its run), ``plan`` (the frame plan from the durations), ``slot_wait`` (for t
 of the batch's shape to be free), ``expand``, ``lane_wait`` (from the replay's submit to its
 start on the graph lane), ``waveform`` (the replay), ``lane_return`` (from the replay's end to
 the runner going on: the hand-back and the interpreter lock), ``copy`` (to the host) and
-``cut`` (the items' audio copied out of the lent host buffer). Without buckets (no slots, no lane) only
-the front, the plan and the cut are counted."""
+``cut`` (the items' audio copied out of the lent host buffer, and the buffer given back).
+Without buckets (no slots, no lane) only the front, the plan and the cut are counted."""
 T = TypeVar("T")
 
 
@@ -311,7 +311,7 @@ class StagedEngine(EngineBasics):
         audio, samples = spoken
         started = time.perf_counter()
         try:
-            return cut_items(audio, samples, len(items))  # a copy: the lent buffer goes back
+            return cut_items(audio, samples, len(items))  # copies: the lent buffer goes back
         finally:
             self.release(audio)
             self._spent(cut=time.perf_counter() - started)

@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from synthesis.engine import Engine, EngineItem, EngineOptions, is_missing_fp16_plan
+from synthesis.engine import Engine, EngineItem, EngineOptions, cut_items, is_missing_fp16_plan
 from synthesis.gpus import gpu_present
 from synthesis.graph import expose_durations
 from synthesis.phonemes import Phonemizer
@@ -141,3 +141,14 @@ def test_cuda_asked_for_without_a_gpu_is_an_error_not_a_quiet_cpu_run(voice: Voi
     with pytest.raises(DeviceUnavailable, match="GPU 0 was asked for but onnxruntime could not start CUDA"):
         check_device(session, True, 0)
     check_device(session, False, 0)  # asked for the CPU: fine
+
+
+def test_cut_items_gives_each_row_its_own_copy_to_its_length() -> None:
+    audio = np.arange(24, dtype=np.float32).reshape(4, 6)
+    samples = np.array([6, 2, 0, 5])
+    items = cut_items(audio, samples, 3)  # the fourth row is padding
+    assert [item.tolist() for item in items] == [[0, 1, 2, 3, 4, 5], [6, 7], []]
+    assert all(item.dtype == np.float32 for item in items)
+    items[0][:] = -1  # writable, and its own: neither the batch nor another item changes
+    assert audio[0, 0] == 0 and items[1].tolist() == [6, 7]
+    assert cut_items(audio, samples, 0) == []
