@@ -54,11 +54,16 @@ def first_at_least(value: int, buckets: tuple[int, ...], step: int) -> int:
     return round_up(value, step)
 
 
+def row_bucket(rows: int) -> int:
+    """The rows a batch of ``rows`` items is padded to."""
+    return first_at_least(rows, ROW_BUCKETS, ROW_BUCKETS[-1])
+
+
 def bucket_for(rows: int, longest_ids: int, length_scale: float) -> Bucket:
     """The bucket of a batch of ``rows`` items whose longest has ``longest_ids`` phoneme ids."""
     if rows < 1 or longest_ids < 1:
         raise ValueError("a batch needs at least one item of at least one phoneme id")
-    padded_rows = first_at_least(rows, ROW_BUCKETS, ROW_BUCKETS[-1])
+    padded_rows = row_bucket(rows)
     padded_ids = first_at_least(longest_ids, ID_BUCKETS, ID_STEP_PAST_BUCKETS)
     frames = round_up(math.ceil(padded_ids * FRAMES_PER_ID * max(length_scale, 0.0)), FRAME_STEP)
     return Bucket(padded_rows, padded_ids, max(frames, FRAME_STEP))

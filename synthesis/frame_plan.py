@@ -7,7 +7,7 @@ from typing import Final
 
 import numpy as np
 
-from synthesis.buckets import ROW_BUCKETS, first_at_least
+from synthesis.buckets import first_at_least
 
 FRAME_BUCKETS: Final = (64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536)
 """Decoder lengths (frames) a batch is padded up to on the GPU: one captured graph each per row
@@ -35,7 +35,3 @@ def frame_plan(durations: np.ndarray, frames: int) -> Plan:
 
 def frame_bucket(frames: int) -> int:
     return first_at_least(frames, FRAME_BUCKETS, FRAME_STEP_PAST_BUCKETS)
-
-
-def row_bucket(rows: int) -> int:
-    return first_at_least(rows, ROW_BUCKETS, ROW_BUCKETS[-1])

@@ -45,7 +45,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for
+from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, row_bucket
 from synthesis.conv_bias import with_biases_apart
 from synthesis.engine import (
     EngineBasics,
@@ -65,7 +65,6 @@ from synthesis.frame_plan import (
     Plan,
     frame_bucket,
     frame_plan,
-    row_bucket,
 )
 from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.host_buffers import host_buffers
@@ -293,7 +292,7 @@ class StagedEngine(EngineBasics):
             return []
         longest = max(len(item.phoneme_ids) for item in items)
         estimate = bucket_for(len(items), longest, scales.length_scale)
-        if len(items) > 1 and row_bucket(len(items)) * estimate.frames > self.options.max_batch_frames:
+        if len(items) > 1 and estimate.rows * estimate.frames > self.options.max_batch_frames:
             return self._in_halves(items, scales)
         try:
             front_slot = self._captured_front(len(items), longest)
@@ -380,9 +379,8 @@ class StagedEngine(EngineBasics):
 
     def _first_front(self, key: tuple[int, int] | None) -> ort.InferenceSession:
         """The first front session, built at load while nothing else runs: a front slot's where
-        fronts run as slots. If the front cannot be made one, say why and use plain fronts from
-        the start, not from some batch on, so that the fronts and their stage times stay of one
-        kind for the engine's life."""
+        fronts run as slots. If the front cannot be made one, say why and use plain fronts for
+        the engine's life."""
         if self._front_lane is not None and key is not None:
             try:
                 return self._cached(self._front_slots, key, partial(self._new_front_slot, *key)).session
@@ -481,9 +479,7 @@ class StagedEngine(EngineBasics):
 
     # waveform (replays on the graph lane when there is one)
 
-    def _run_waveform(
-        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
-    ) -> np.ndarray:
+    def _run_waveform(self, front: FrontResult, plan: Plan, noise_scale: float) -> np.ndarray:
         """A planned batch's audio on the host: expanded into its slot here, replayed on the
         graph lane, copied here (with buckets); without, both stages run here as plain sessions."""
         if not self.buckets:
@@ -594,9 +590,7 @@ class StagedEngine(EngineBasics):
         self.last_bucket = Bucket(rows, width, frames)
         return frame_plan(durations, frames)
 
-    def _expand_binding(
-        self, front: FrontResult, plan: tuple[np.ndarray, np.ndarray], noise_scale: float
-    ) -> Any:
+    def _expand_binding(self, front: FrontResult, plan: Plan, noise_scale: float) -> Any:
         """The expand stage's binding with its inputs bound (its outputs are the caller's)."""
         index, mask = plan
         expand = self._expand.io_binding()
