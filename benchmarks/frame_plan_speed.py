@@ -1,12 +1,17 @@
-"""The frame plan, built in whole-array steps (``synthesis.frame_plan.frame_plan``) against the
-loop over rows the staged engine used before run 31; both checked equal first.
+"""What a batcher runner spends on a batch's frame plan: the host-built plan the staged engine
+used before 2026-12-01 (each frame's phoneme index and the frame mask, in whole-array numpy steps)
+against what is left on the host now (the durations' row sums, for the frame bucket; the index
+and mask are computed inside the expand stage, ``synthesis.stages``). The expand stage's plan
+is checked against the host-built one first, run on the CPU.
 
-    python benchmarks/frame_plan_speed.py [--rows 32] [--ids 160] [--runs 2000]
+    python benchmarks/frame_plan_speed.py [--rows 32] [--ids 160] [--runs 2000] [--busy 1 8]
 
 Durations are drawn like a voice's (0 to 5 frames per phoneme id, about 2.3 on average); the
 frame count is the smallest bucket that holds the longest row. Prints microseconds per plan
-(median of the runs), alone and while another thread keeps the GIL busy: each plan runs in a
-batcher runner of a worker, where 32 job threads want the GIL too.
+(the mean of the runs: a wait for the GIL is rare but long), alone and beside threads that keep
+the GIL busy: each plan runs in a batcher runner of a worker, where 32 job threads want the GIL
+too. A numpy step on a large array lets go of the GIL and then waits to win it back. Threads
+that never block are a stress model: the sizes show the mechanism, not a worker's.
 """
 
 from __future__ import annotations
@@ -17,38 +22,45 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx.utils import Extractor
 
-from synthesis.frame_plan import Plan, frame_bucket, frame_plan
+from synthesis.frame_plan import Plan, frame_bucket
+from synthesis.stages import EXPAND_DURATIONS, EXPAND_FRAMES, PLAN_INDEX, PLAN_MASK, split_voice
+from ttsfarm.voices import resolve_voice
 
 
-def loop_plan(durations: np.ndarray, frames: int) -> Plan:
-    """The plan as the engine built it before run 31: one row at a time."""
+def host_built(durations: np.ndarray, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """The plan as the host built it before 2026-12-01."""
     rows, width = durations.shape
-    index = np.empty((rows, frames), dtype=np.int64)
-    mask = np.zeros((rows, 1, frames), dtype=np.float32)
-    for row in range(rows):
-        spoken = np.repeat(np.arange(width, dtype=np.int64), durations[row])
-        index[row, : len(spoken)] = spoken + row * width
-        index[row, len(spoken) :] = row * width
-        mask[row, 0, : len(spoken)] = 1.0
-    return index, mask
+    spoken = np.arange(frames) < durations.sum(axis=1)[:, None]
+    index = np.repeat(np.arange(0, rows * width, width, dtype=np.int64)[:, None], frames, axis=1)
+    index[spoken] = np.repeat(np.arange(rows * width, dtype=np.int64), durations.ravel())
+    return index, spoken[:, None, :].astype(np.float32)
 
 
-PlanMaker = Callable[[np.ndarray, int], Plan]
+def host_part(durations: np.ndarray, frames: int) -> Plan:
+    """What the host does now (``StagedEngine._frame_plan``): the bucket from the row sums."""
+    return Plan(durations, frame_bucket(max(int(durations.sum(axis=1).max()), 1)))
 
 
-def median_us(plan: PlanMaker, durations: np.ndarray, frames: int, runs: int) -> float:
+PlanWay = Callable[[np.ndarray, int], object]
+
+
+def mean_us(plan: PlanWay, durations: np.ndarray, frames: int, runs: int) -> float:
     seconds = []
     for _ in range(runs):
         started = time.perf_counter()
         plan(durations, frames)
         seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds) * 1e6
+    return statistics.fmean(seconds) * 1e6
 
 
 def busy_python(stop: threading.Event) -> None:
@@ -57,31 +69,56 @@ def busy_python(stop: threading.Event) -> None:
         sum(range(1000))
 
 
+def beside_busy(threads: int, work: Callable[[], float]) -> float:
+    stop = threading.Event()
+    others = [threading.Thread(target=busy_python, args=(stop,)) for _ in range(threads)]
+    for other in others:
+        other.start()
+    try:
+        return work()
+    finally:
+        stop.set()
+        for other in others:
+            other.join()
+
+
+def check_expand_plan(durations: np.ndarray, frames: int) -> None:
+    """The expand stage's index and mask (joe's graph, on the CPU) equal the host-built ones."""
+    expand = split_voice(onnx.load(str(resolve_voice("joe").model_path))).expand
+    plan = Extractor(onnx.shape_inference.infer_shapes(expand)).extract_model(
+        [EXPAND_DURATIONS, EXPAND_FRAMES], [PLAN_INDEX, PLAN_MASK]
+    )
+    session = ort.InferenceSession(plan.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {EXPAND_DURATIONS: durations, EXPAND_FRAMES: np.array(frames, dtype=np.int64)}
+    computed = session.run([PLAN_INDEX, PLAN_MASK], feeds)
+    for got, wanted in zip(computed, host_built(durations, frames), strict=True):
+        np.testing.assert_array_equal(got, wanted)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--ids", type=int, default=160)
     parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--busy", type=int, nargs="+", default=[1, 8], help="GIL-bound threads beside")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     durations = rng.choice(np.arange(6), size=(args.rows, args.ids), p=[0.05, 0.2, 0.3, 0.25, 0.15, 0.05])
     frames = frame_bucket(int(durations.sum(axis=1).max()))
-    for got, wanted in zip(frame_plan(durations, frames), loop_plan(durations, frames), strict=True):
-        np.testing.assert_array_equal(got, wanted)
-    print(f"{args.rows} rows x {args.ids} ids, {frames} frames; median of {args.runs} runs")
-    print("| plan | alone, us | beside a GIL-bound thread, us |")
-    print("|---|---|---|")
-    for name, plan in (("loop over rows", loop_plan), ("whole arrays", frame_plan)):
-        alone = median_us(plan, durations, frames, args.runs)
-        stop = threading.Event()
-        other = threading.Thread(target=busy_python, args=(stop,))
-        other.start()
-        try:
-            contended = median_us(plan, durations, frames, max(args.runs // 10, 20))
-        finally:
-            stop.set()
-            other.join()
-        print(f"| {name} | {alone:.0f} | {contended:.0f} |")
+    check_expand_plan(durations, frames)
+    print(f"{args.rows} rows x {args.ids} ids, {frames} frames; mean of {args.runs} runs alone")
+    print("(a tenth of them beside busy threads); the expand stage's plan equals the host-built one")
+    print("| plan on the host | alone, us | " + " | ".join(f"beside {n} busy, us" for n in args.busy) + " |")
+    print("|---|---|" + "---|" * len(args.busy))
+    ways: tuple[tuple[str, PlanWay], ...] = (
+        ("index and mask (before)", host_built),
+        ("row sums and bucket (now)", host_part),
+    )
+    for name, plan in ways:
+        alone = mean_us(plan, durations, frames, args.runs)
+        timed = partial(mean_us, plan, durations, frames, max(args.runs // 10, 20))
+        contended = [beside_busy(n, timed) for n in args.busy]
+        print(f"| {name} | {alone:.0f} | " + " | ".join(f"{us:.0f}" for us in contended) + " |")
 
 
 if __name__ == "__main__":

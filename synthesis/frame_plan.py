@@ -1,8 +1,10 @@
-"""The staged engine's frame buckets, and each batch's frame plan: which phoneme's prior every
-decoder frame repeats, and which frames are real (``synthesis.staged`` feeds both to expand)."""
+"""The staged engine's frame buckets, and each batch's frame plan: the durations and the frame
+count its expand stage turns into which phoneme's prior every decoder frame repeats, and which
+frames are real (``synthesis.stages.expand_model`` does that on the device)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -16,21 +18,26 @@ FRAME_STEP_PAST_BUCKETS: Final = 256
 FRAMES_PER_ID_AT_MOST: Final = 2.8
 """Frames per phoneme id that ``StagedEngine.prepare`` captures graphs for (at length scale
 1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
-Plan = tuple[np.ndarray, np.ndarray]
-"""Each frame's row-major index into the ``(rows * ids)`` prior, and the frame mask."""
 
 
-def frame_plan(durations: np.ndarray, frames: int) -> Plan:
-    """Each of ``frames`` frames' row-major index into the ``(rows * ids)`` prior, and the frame
-    mask, for integer ``durations`` of ``(rows, ids)`` that sum to at most ``frames`` per row.
-    A frame past its row's length points at the row's first id and is masked out. In a few
-    whole-array steps, not a loop over rows: it runs in a batcher runner, and every step holds
-    the worker's GIL (docs/benchmarks.md, run 31)."""
-    rows, width = durations.shape
-    spoken = np.arange(frames) < durations.sum(axis=1)[:, None]
-    index = np.repeat(np.arange(0, rows * width, width, dtype=np.int64)[:, None], frames, axis=1)
-    index[spoken] = np.repeat(np.arange(rows * width, dtype=np.int64), durations.ravel())
-    return index, spoken[:, None, :].astype(np.float32)
+@dataclass(frozen=True)
+class Plan:
+    """What the expand stage needs to lay a batch's prior out frame by frame.
+
+    Only these go from the host to the device; the per-frame index and mask are computed there.
+    The host built them before 2026-12-01: numpy steps on ``rows * frames`` arrays, each letting
+    go of the worker's GIL and waiting to win it back, 3.2-3.7 ms per batch in a worker against
+    0.4 alone (docs/benchmarks.md, run 39).
+    """
+
+    durations: np.ndarray
+    """Frames per phoneme id, ``(rows, ids)``, int64, C-contiguous."""
+    frames: int
+    """The decoder length the batch is padded to: at least every row's total."""
+
+    @property
+    def rows(self) -> int:
+        return int(self.durations.shape[0])
 
 
 def frame_bucket(frames: int) -> int:

@@ -10,9 +10,10 @@ prior repeated by the durations, plus noise) and waveform (flow and decoder). On
   dense, the duration noise an input filled before each replay), and fronts are replayed one at
   a time on a thread of their own (the *front lane*), which owns their buffers; a front that
   cannot be made so runs plain, with a log line saying why;
-- the host reads the durations (a few kilobytes), picks the batch's frame bucket from the
-  frames it really needs, and builds the frame index and mask;
-- expand (a few elementwise kernels, and the noise) writes ``z_p`` and the mask straight into
+- the host reads the durations (a few kilobytes) and picks the batch's frame bucket from the
+  frames it really needs; nothing the size of the frames is built on the host;
+- expand (a few small kernels that lay out each frame's phoneme and the frame mask from the
+  durations, a gather, and the noise) writes ``z_p`` and the mask straight into
   the fixed input buffers of that ``(rows, frames)`` bucket's waveform session, once the
   bucket's previous batch is out (each waveform slot is held from expand until its audio has
   been copied to the host);
@@ -59,13 +60,7 @@ from synthesis.engine import (
     padded_feeds,
     warmup_ids,
 )
-from synthesis.frame_plan import (
-    FRAME_BUCKETS,
-    FRAMES_PER_ID_AT_MOST,
-    Plan,
-    frame_bucket,
-    frame_plan,
-)
+from synthesis.frame_plan import FRAME_BUCKETS, FRAMES_PER_ID_AT_MOST, Plan, frame_bucket
 from synthesis.front_graph import FRONT_NOISE, capturable_front
 from synthesis.host_buffers import host_buffers
 from synthesis.lanes import graph_lane
@@ -89,9 +84,9 @@ from synthesis.stages import (
     AUDIO_OUTPUT,
     COPY_INPUT,
     COPY_OUTPUT,
-    EXPAND_INDEX,
+    EXPAND_DURATIONS,
+    EXPAND_FRAMES,
     EXPAND_LOG_STD,
-    EXPAND_MASK,
     EXPAND_MEAN,
     EXPAND_NOISE_SCALE,
     UnsupportedGraph,
@@ -123,7 +118,7 @@ STAGES: Final = (
     "cut",
 )
 """What ``stage_seconds`` adds up, in a batch's order: ``front`` (its inputs padded and bound,
-and its run), ``plan`` (the frame plan from the durations), ``slot_wait`` (for the waveform slot
+and its run), ``plan`` (the frame bucket from the durations), ``slot_wait`` (for the waveform slot
 of the batch's shape to be free), ``expand``, ``lane_wait`` (from the replay's submit to its
 start on the graph lane), ``waveform`` (the replay), ``lane_return`` (from the replay's end to
 the runner going on: the hand-back and the interpreter lock), ``copy`` (to the host) and
@@ -490,7 +485,7 @@ class StagedEngine(EngineBasics):
         """Expand ``front`` into the input buffers of the slot of the plan's shape, which is
         returned held: its previous batch is out, and :meth:`_replayed` lets it go."""
         expand = self._expand_binding(front, plan, noise_scale)
-        slot = self._held_slot(*plan[0].shape)
+        slot = self._held_slot(plan.rows, plan.frames)
         try:
             for name, buffer in slot.inputs.items():
                 expand.bind_ortvalue_output(name, buffer)
@@ -578,26 +573,25 @@ class StagedEngine(EngineBasics):
         started = time.perf_counter()
         plan = self._frame_plan(durations)
         self._spent(plan=time.perf_counter() - started)
-        if items > 1 and plan[0].size > self.options.max_batch_frames:
+        if items > 1 and plan.rows * plan.frames > self.options.max_batch_frames:
             return None
         return plan, durations[:items].sum(axis=1) * self.voice.hop_length
 
     def _frame_plan(self, durations: np.ndarray) -> Plan:
-        """The batch's :func:`frame_plan`, padded to its frame bucket (with buckets)."""
+        """The batch's :class:`Plan`, padded to its frame bucket (with buckets)."""
         rows, width = durations.shape
         frames_needed = max(int(durations.sum(axis=1).max()), 1)
         frames = frame_bucket(frames_needed) if self.buckets else frames_needed
         self.last_bucket = Bucket(rows, width, frames)
-        return frame_plan(durations, frames)
+        return Plan(durations, frames)
 
     def _expand_binding(self, front: FrontResult, plan: Plan, noise_scale: float) -> Any:
         """The expand stage's binding with its inputs bound (its outputs are the caller's)."""
-        index, mask = plan
         expand = self._expand.io_binding()
         expand.bind_ortvalue_input(EXPAND_MEAN, front.mean_t)
         expand.bind_ortvalue_input(EXPAND_LOG_STD, front.log_std_t)
-        expand.bind_cpu_input(EXPAND_INDEX, index)
-        expand.bind_cpu_input(EXPAND_MASK, mask)
+        expand.bind_cpu_input(EXPAND_DURATIONS, plan.durations)
+        expand.bind_cpu_input(EXPAND_FRAMES, np.array(plan.frames, dtype=np.int64))
         expand.bind_cpu_input(EXPAND_NOISE_SCALE, np.array(noise_scale, dtype=np.float32))
         for name, value in front.extras.items():
             expand.bind_ortvalue_input(extra_input(name), value)

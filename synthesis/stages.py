@@ -9,7 +9,7 @@ into two halves with fixed shapes per bucket:
   conditioning the flow needs (a multi-speaker voice's speaker embedding). Shapes depend on
   ``(rows, phoneme ids)`` only.
 - **expand** (built here, not cut out): the prior repeated frame by frame by the durations, as a
-  ``Gather`` with an index computed on the host, and the prior's noise added
+  ``Gather`` with an index it computes from them, and the prior's noise added
   (``z_p = m_p + noise * exp(logs_p) * noise_scale``, as the voice does it). It holds the only
   random op, so it is never captured: every run draws new noise.
 - **waveform**: ``z_p`` and the frame mask to audio: the flow and the HiFi-GAN decoder, where
@@ -38,9 +38,13 @@ NOISE_OP: Final = "RandomNormalLike"
 DURATION_OP: Final = "Ceil"
 EXPAND_MEAN: Final = "stage/mean_t"
 EXPAND_LOG_STD: Final = "stage/log_std_t"
-EXPAND_INDEX: Final = "stage/frame_index"
-EXPAND_MASK: Final = "stage/frame_mask"
+EXPAND_DURATIONS: Final = "stage/durations"
+EXPAND_FRAMES: Final = "stage/frames"
 EXPAND_NOISE_SCALE: Final = "stage/noise_scale"
+PLAN_INDEX: Final = "plan/index"
+"""Inside expand: each frame's row-major index into the ``(rows * ids)`` prior."""
+PLAN_MASK: Final = "plan/mask"
+"""Inside expand: the frame mask, ``(rows, 1, frames)``."""
 AUDIO_OUTPUT: Final = "output"
 COPY_INPUT: Final = "stage/device_audio"
 COPY_OUTPUT: Final = "stage/host_audio"
@@ -250,21 +254,22 @@ def _check_closed(model: onnx.ModelProto, stage: str) -> None:
 
 
 def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
-    """The expand stage: per-phoneme prior to per-frame ``z_p``; extras passed through.
+    """The expand stage: per-phoneme prior to per-frame ``z_p`` and the frame mask; extras
+    passed through.
 
-    The host gives the index of each frame's phoneme in the flattened ``(rows * ids)`` prior and
-    the frame mask; frames past an item's length get mean 0 and log-std 0, as the voice's own
-    expansion gives them.
+    The host gives the integer durations ``(rows, ids)`` and the frame count; the graph works out
+    each frame's phoneme (:func:`_frame_plan_nodes`). Frames past an item's length get mean 0 and
+    log-std 0, as the voice's own expansion gives them.
     """
     channels = names.channels
-    nodes: list[onnx.NodeProto] = []
+    nodes = _frame_plan_nodes()
     per_frame = {}
     for source, label in ((EXPAND_MEAN, "mean"), (EXPAND_LOG_STD, "log_std")):
         nodes += [
             helper.make_node("Flatten", [source], [f"{label}/flat"], axis=2),
-            helper.make_node("Gather", [f"{label}/flat", EXPAND_INDEX], [f"{label}/frames"], axis=0),
+            helper.make_node("Gather", [f"{label}/flat", PLAN_INDEX], [f"{label}/frames"], axis=0),
             helper.make_node("Transpose", [f"{label}/frames"], [f"{label}/channels_first"], perm=[0, 2, 1]),
-            helper.make_node("Mul", [f"{label}/channels_first", EXPAND_MASK], [f"{label}/masked"]),
+            helper.make_node("Mul", [f"{label}/channels_first", PLAN_MASK], [f"{label}/masked"]),
         ]
         per_frame[label] = f"{label}/masked"
     nodes += [
@@ -273,14 +278,14 @@ def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
         helper.make_node("Mul", ["noise", "std"], ["scaled_noise"]),
         helper.make_node("Mul", ["scaled_noise", EXPAND_NOISE_SCALE], ["noise_term"]),
         helper.make_node("Add", [per_frame["mean"], "noise_term"], [names.prior]),
-        helper.make_node("Identity", [EXPAND_MASK], [names.mask]),
+        helper.make_node("Identity", [PLAN_MASK], [names.mask]),
     ]
     extra_types = {out.name: out.type for out in front.graph.output if out.name in names.extras}
     inputs = [
         helper.make_tensor_value_info(EXPAND_MEAN, TensorProto.FLOAT, ["rows", "ids", channels]),
         helper.make_tensor_value_info(EXPAND_LOG_STD, TensorProto.FLOAT, ["rows", "ids", channels]),
-        helper.make_tensor_value_info(EXPAND_INDEX, TensorProto.INT64, ["rows", "frames"]),
-        helper.make_tensor_value_info(EXPAND_MASK, TensorProto.FLOAT, ["rows", 1, "frames"]),
+        helper.make_tensor_value_info(EXPAND_DURATIONS, TensorProto.INT64, ["rows", "ids"]),
+        helper.make_tensor_value_info(EXPAND_FRAMES, TensorProto.INT64, []),
         helper.make_tensor_value_info(EXPAND_NOISE_SCALE, TensorProto.FLOAT, []),
     ]
     outputs = [
@@ -293,12 +298,55 @@ def expand_model(names: StageNames, front: onnx.ModelProto) -> onnx.ModelProto:
             value = onnx.ValueInfoProto(name=name)
             value.type.CopyFrom(extra_types[extra])
             values.append(value)
-    graph = helper.make_graph(nodes, "ttsfarm_expand", inputs, outputs)
+    graph = helper.make_graph(nodes, "ttsfarm_expand", inputs, outputs, initializer=_plan_constants())
     opset = [helper.make_opsetid("", 17)]
     model = helper.make_model(graph, opset_imports=opset, producer_name="ttsfarm")
     model.ir_version = min(model.ir_version, 8)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _frame_plan_nodes() -> list[onnx.NodeProto]:
+    """Nodes from :data:`EXPAND_DURATIONS` and :data:`EXPAND_FRAMES` to :data:`PLAN_INDEX` and
+    :data:`PLAN_MASK` (1 for the frames an item speaks).
+
+    A frame ``f`` of a row speaks the row's first id whose cumulative duration exceeds ``f``: its
+    index is the number of ids whose cumulative duration is at most ``f``, counted over a
+    ``(rows, frames, ids)`` comparison (a few megabytes at batch 32; every op has CUDA kernels
+    for these types). A frame past its row's length points at the row's first id and is masked.
+    """
+    node = helper.make_node
+    return [
+        node("CumSum", [EXPAND_DURATIONS, "plan/one"], ["plan/ends"]),
+        node("Range", ["plan/zero", EXPAND_FRAMES, "plan/one"], ["plan/positions"]),
+        node("Unsqueeze", ["plan/ends", "plan/one_axis"], ["plan/ends_by_row"]),
+        node("Unsqueeze", ["plan/positions", "plan/one_axis"], ["plan/position_column"]),
+        node("LessOrEqual", ["plan/ends_by_row", "plan/position_column"], ["plan/passed"]),
+        node("Cast", ["plan/passed"], ["plan/passed_counts"], to=TensorProto.INT32),
+        node("ReduceSum", ["plan/passed_counts", "plan/two_axis"], ["plan/id_in_row32"], keepdims=0),
+        node("Cast", ["plan/id_in_row32"], ["plan/id_in_row"], to=TensorProto.INT64),
+        node("ReduceSum", [EXPAND_DURATIONS, "plan/one_axis"], ["plan/totals"], keepdims=1),
+        node("Less", ["plan/positions", "plan/totals"], ["plan/spoken"]),
+        node("Where", ["plan/spoken", "plan/id_in_row", "plan/zero"], ["plan/spoken_id"]),
+        node("Shape", [EXPAND_DURATIONS], ["plan/shape"]),
+        node("Gather", ["plan/shape", "plan/zero"], ["plan/rows"], axis=0),
+        node("Gather", ["plan/shape", "plan/one"], ["plan/ids"], axis=0),
+        node("Mul", ["plan/rows", "plan/ids"], ["plan/all_ids"]),
+        node("Range", ["plan/zero", "plan/all_ids", "plan/ids"], ["plan/row_starts"]),
+        node("Unsqueeze", ["plan/row_starts", "plan/one_axis"], ["plan/row_start_column"]),
+        node("Add", ["plan/spoken_id", "plan/row_start_column"], [PLAN_INDEX]),
+        node("Cast", ["plan/spoken"], ["plan/spoken_float"], to=TensorProto.FLOAT),
+        node("Unsqueeze", ["plan/spoken_float", "plan/one_axis"], [PLAN_MASK]),
+    ]
+
+
+def _plan_constants() -> list[onnx.TensorProto]:
+    scalar = {"plan/zero": 0, "plan/one": 1}
+    axes = {"plan/one_axis": [1], "plan/two_axis": [2]}
+    return [
+        *(helper.make_tensor(name, TensorProto.INT64, [], [value]) for name, value in scalar.items()),
+        *(helper.make_tensor(name, TensorProto.INT64, [1], value) for name, value in axes.items()),
+    ]
 
 
 def extra_input(name: str) -> str:

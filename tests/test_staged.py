@@ -16,20 +16,30 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.utils import Extractor
 
 from synthesis.batcher import Batcher
 from synthesis.build import engine_options
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import load_engine, wants_staged
-from synthesis.frame_plan import FRAME_BUCKETS, frame_bucket, frame_plan
+from synthesis.frame_plan import FRAME_BUCKETS, frame_bucket
 from synthesis.host_buffers import KEPT_FREE, host_buffers
 from synthesis.phonemes import Phonemizer
 from synthesis.sessions import FIXED_SHAPE_ARENA, NHWC
 from synthesis.stage_options import FUSED_CONV_BIAS, GRAPH_OPTIONS, stage_cuda_options, waveform_cuda_options
 from synthesis.staged import STAGES, StagedEngine
-from synthesis.stages import NOISE_OP, UnsupportedGraph, split_voice
+from synthesis.stages import (
+    EXPAND_DURATIONS,
+    EXPAND_FRAMES,
+    NOISE_OP,
+    PLAN_INDEX,
+    PLAN_MASK,
+    UnsupportedGraph,
+    split_voice,
+)
 from tests.conftest import DETERMINISTIC
 from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
 from ttsfarm.errors import SettingsError
@@ -326,13 +336,24 @@ def test_the_batchers_stats_split_each_run_into_its_stages(
 # buckets
 
 
-def test_the_frame_plan_repeats_each_id_for_its_duration() -> None:
+def _frame_plan(expand: onnx.ModelProto, durations: np.ndarray, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """The frame index and mask that the expand stage computes for ``durations``, on the CPU."""
+    extractor = Extractor(onnx.shape_inference.infer_shapes(expand))
+    plan = extractor.extract_model([EXPAND_DURATIONS, EXPAND_FRAMES], [PLAN_INDEX, PLAN_MASK])
+    session = ort.InferenceSession(plan.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {EXPAND_DURATIONS: durations.astype(np.int64), EXPAND_FRAMES: np.array(frames, dtype=np.int64)}
+    index, mask = session.run([PLAN_INDEX, PLAN_MASK], feeds)
+    return index, mask
+
+
+def test_the_frame_plan_repeats_each_id_for_its_duration(staged: StagedEngine) -> None:
     rng = np.random.default_rng(3)
     durations = rng.integers(0, 4, size=(5, 7))
     durations[2] = 0  # a row that speaks nothing
     durations[4] = 3  # the longest row
+    durations[1, :3] = 0  # a row that starts with silent ids
     frames = int(durations.sum(axis=1).max()) + 6
-    index, mask = frame_plan(durations, frames)
+    index, mask = _frame_plan(staged.stages.expand, durations, frames)
     assert index.shape == (5, frames) and mask.shape == (5, 1, frames) and mask.dtype == np.float32
     for row in range(5):
         spoken = np.repeat(np.arange(7), durations[row]) + row * 7
@@ -340,7 +361,7 @@ def test_the_frame_plan_repeats_each_id_for_its_duration() -> None:
         np.testing.assert_array_equal(index[row, :length], spoken)
         assert np.all(index[row, length:] == row * 7)
         assert np.all(mask[row, 0, :length] == 1.0) and np.all(mask[row, 0, length:] == 0.0)
-    full, full_mask = frame_plan(durations, 21)  # the longest row fills every frame
+    full, full_mask = _frame_plan(staged.stages.expand, durations, 21)  # the longest row fills every frame
     np.testing.assert_array_equal(full[4], np.repeat(np.arange(7), 3) + 4 * 7)
     assert np.all(full_mask[4] == 1.0)
 
