@@ -315,6 +315,42 @@ def test_a_waveform_slot_is_held_until_its_audio_is_copied(
     _assert_same_audio(alone["second"], results["second"])
 
 
+class _NoFp16Plan:
+    """A waveform session that fails as cuDNN does on an H200 when it has no fp16 plan for a
+    convolution's shapes (the only error after which a bucket runs fp32)."""
+
+    def run_with_iobinding(self, *args: Any) -> None:
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : CUDNN_FE failure 11: HEURISTIC_QUERY_FAILED")
+
+
+def test_a_bucket_without_an_fp16_plan_runs_fp32_and_lets_both_slots_go(
+    voice: Voice, staged_buckets: StagedEngine, phonemizer: Phonemizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run of the fp16 slot fails: the batch's input goes to an fp32 slot, which runs
+    it, comes back held and takes the bucket's place; both slots are let go after the copy."""
+    engine = StagedEngine(voice, BUCKETS)
+    built: list[Any] = []
+    new_slot = engine._new_slot
+
+    def without_fp16_plan(rows: int, frames: int, fp32: bool) -> Any:
+        slot = new_slot(rows, frames, fp32)
+        if not fp32:
+            slot.session = _NoFp16Plan()
+        built.append(slot)
+        return slot
+
+    monkeypatch.setattr(engine, "_new_slot", without_fp16_plan)
+    items = _items(phonemizer)
+    expected = staged_buckets.run(items, DETERMINISTIC)
+    _assert_same_audio(expected, engine.run(items, DETERMINISTIC))
+    assert engine.precision_fallbacks == 1
+    assert [slot.fp32 for slot in built] == [False, True]
+    assert list(engine._slots.values()) == [built[1]]  # the fp32 slot serves the bucket from now on
+    assert not any(slot.held.locked() for slot in built)
+    _assert_same_audio(expected, engine.run(items, DETERMINISTIC))
+    assert engine.precision_fallbacks == 1 and len(built) == 2 and built[1].runs == 2
+
+
 def test_the_batchers_stats_split_each_run_into_its_stages(
     staged_buckets: StagedEngine, phonemizer: Phonemizer, voice: Voice
 ) -> None:
