@@ -2,7 +2,8 @@
 used before 2026-12-01 (each frame's phoneme index and the frame mask, in whole-array numpy steps)
 against what is left on the host now (the durations' row sums, for the frame bucket; the index
 and mask are computed inside the expand stage, ``synthesis.stages``). The expand stage's plan
-is checked against the host-built one first, run on the CPU.
+is checked against the host-built one first, and timed last, on the CPU (and on CUDA where
+this machine has it).
 
     python benchmarks/frame_plan_speed.py [--rows 32] [--ids 160] [--runs 2000] [--busy 1 8]
 
@@ -33,6 +34,7 @@ import onnxruntime as ort
 from onnx.utils import Extractor
 
 from synthesis.frame_plan import Plan, frame_bucket
+from synthesis.sessions import wants_cuda
 from synthesis.stages import EXPAND_DURATIONS, EXPAND_FRAMES, PLAN_INDEX, PLAN_MASK, split_voice
 from ttsfarm.voices import resolve_voice
 
@@ -82,17 +84,22 @@ def beside_busy(threads: int, work: Callable[[], float]) -> float:
             other.join()
 
 
-def check_expand_plan(durations: np.ndarray, frames: int) -> None:
-    """The expand stage's index and mask (joe's graph, on the CPU) equal the host-built ones."""
+def expand_plan_sessions() -> dict[str, ort.InferenceSession]:
+    """The expand stage's plan (joe's graph, cut down to the durations in and the index and mask
+    out) as a session per provider this machine has: CPU, and CUDA where there is one."""
     expand = split_voice(onnx.load(str(resolve_voice("joe").model_path))).expand
     plan = Extractor(onnx.shape_inference.infer_shapes(expand)).extract_model(
         [EXPAND_DURATIONS, EXPAND_FRAMES], [PLAN_INDEX, PLAN_MASK]
     )
-    session = ort.InferenceSession(plan.SerializeToString(), providers=["CPUExecutionProvider"])
+    providers = ["CPUExecutionProvider", *(["CUDAExecutionProvider"] if wants_cuda("auto") else [])]
+    model = plan.SerializeToString()
+    return {provider: ort.InferenceSession(model, providers=[provider]) for provider in providers}
+
+
+def run_plan(session: ort.InferenceSession, durations: np.ndarray, frames: int) -> list[np.ndarray]:
     feeds = {EXPAND_DURATIONS: durations, EXPAND_FRAMES: np.array(frames, dtype=np.int64)}
-    computed = session.run([PLAN_INDEX, PLAN_MASK], feeds)
-    for got, wanted in zip(computed, host_built(durations, frames), strict=True):
-        np.testing.assert_array_equal(got, wanted)
+    computed: list[np.ndarray] = session.run([PLAN_INDEX, PLAN_MASK], feeds)
+    return computed
 
 
 def main() -> None:
@@ -105,7 +112,11 @@ def main() -> None:
     rng = np.random.default_rng(0)
     durations = rng.choice(np.arange(6), size=(args.rows, args.ids), p=[0.05, 0.2, 0.3, 0.25, 0.15, 0.05])
     frames = frame_bucket(int(durations.sum(axis=1).max()))
-    check_expand_plan(durations, frames)
+    sessions = expand_plan_sessions()
+    expected = host_built(durations, frames)
+    for session in sessions.values():  # the expand stage's plan is the host-built one
+        for got, wanted in zip(run_plan(session, durations, frames), expected, strict=True):
+            np.testing.assert_array_equal(got, wanted)
     print(f"{args.rows} rows x {args.ids} ids, {frames} frames; mean of {args.runs} runs alone")
     print("(a tenth of them beside busy threads); the expand stage's plan equals the host-built one")
     print("| plan on the host | alone, us | " + " | ".join(f"beside {n} busy, us" for n in args.busy) + " |")
@@ -119,6 +130,9 @@ def main() -> None:
         timed = partial(mean_us, plan, durations, frames, max(args.runs // 10, 20))
         contended = [beside_busy(n, timed) for n in args.busy]
         print(f"| {name} | {alone:.0f} | " + " | ".join(f"{us:.0f}" for us in contended) + " |")
+    for provider, session in sessions.items():  # a session run: the GIL is free while it runs
+        graph_us = mean_us(partial(run_plan, session), durations, frames, max(args.runs // 10, 20))
+        print(f"the expand stage's plan on {provider}, alone: {graph_us:.0f} us (part of expand's run)")
 
 
 if __name__ == "__main__":

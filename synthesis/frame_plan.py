@@ -1,6 +1,6 @@
 """The staged engine's frame buckets, and each batch's frame plan: the durations and the frame
 count its expand stage turns into which phoneme's prior every decoder frame repeats, and which
-frames are real (``synthesis.stages.expand_model`` does that on the device)."""
+frames are real (``synthesis.stages.expand_model``: on the GPU, on the device)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ FRAMES_PER_ID_AT_MOST: Final = 2.8
 1): a Piper voice speaks 1.9 to 2.7 (docs/benchmarks.md). Longer batches capture on first use."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
     """What the expand stage needs to lay a batch's prior out frame by frame.
 

@@ -382,24 +382,35 @@ def _frame_plan(expand: onnx.ModelProto, durations: np.ndarray, frames: int) -> 
     return index, mask
 
 
+def _frame_plan_by_rows(durations: np.ndarray, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """The frame plan's definition, one row at a time: each id repeated for its duration, the
+    frames past the row's length pointing at its first id, masked out."""
+    rows, width = durations.shape
+    index = np.repeat(np.arange(0, rows * width, width)[:, None], frames, axis=1)
+    mask = np.zeros((rows, 1, frames), dtype=np.float32)
+    for row in range(rows):
+        spoken = np.repeat(np.arange(width), durations[row]) + row * width
+        index[row, : len(spoken)] = spoken
+        mask[row, 0, : len(spoken)] = 1.0
+    return index, mask
+
+
 def test_the_frame_plan_repeats_each_id_for_its_duration(staged: StagedEngine) -> None:
     rng = np.random.default_rng(3)
     durations = rng.integers(0, 4, size=(5, 7))
     durations[2] = 0  # a row that speaks nothing
     durations[4] = 3  # the longest row
     durations[1, :3] = 0  # a row that starts with silent ids
-    frames = int(durations.sum(axis=1).max()) + 6
-    index, mask = _frame_plan(staged.stages.expand, durations, frames)
-    assert index.shape == (5, frames) and mask.shape == (5, 1, frames) and mask.dtype == np.float32
-    for row in range(5):
-        spoken = np.repeat(np.arange(7), durations[row]) + row * 7
-        length = len(spoken)
-        np.testing.assert_array_equal(index[row, :length], spoken)
-        assert np.all(index[row, length:] == row * 7)
-        assert np.all(mask[row, 0, :length] == 1.0) and np.all(mask[row, 0, length:] == 0.0)
-    full, full_mask = _frame_plan(staged.stages.expand, durations, 21)  # the longest row fills every frame
-    np.testing.assert_array_equal(full[4], np.repeat(np.arange(7), 3) + 4 * 7)
-    assert np.all(full_mask[4] == 1.0)
+    durations[3, -2:] = 0  # and one that ends with them
+    longest = int(durations.sum(axis=1).max())
+    cases = [(durations, longest + 6), (durations, longest), (np.array([[3]]), 3), (np.array([[0]]), 2)]
+    cases += [(rng.integers(0, 6, size=(rows, ids)), 6 * ids) for rows, ids in ((1, 1), (1, 9), (8, 40))]
+    for case, frames in cases:
+        index, mask = _frame_plan(staged.stages.expand, case, frames)
+        assert index.dtype == np.int64 and mask.dtype == np.float32
+        expected_index, expected_mask = _frame_plan_by_rows(case, frames)
+        np.testing.assert_array_equal(index, expected_index)
+        np.testing.assert_array_equal(mask, expected_mask)
 
 
 def test_frame_bucket_is_the_smallest_that_holds_the_frames() -> None:
