@@ -69,6 +69,7 @@ def submit_job(
         noise_scale=body.noise_scale,
         noise_w=body.noise_w,
         format=body.format,
+        loudness=body.loudness,
         # Keys live in each API key's own space: one caller's key never returns another's job.
         key=f"{key_name}:{key}" if (key := body.idempotency_key or idempotency_key) else None,
     )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ttsfarm.jobs import DEFAULT_FORMAT, MAX_TEXT_CHARS, JobStatus
+from ttsfarm.jobs import DEFAULT_FORMAT, LOUDNESS_RANGE, MAX_TEXT_CHARS, JobStatus
 
 
 class JobCreate(BaseModel):
@@ -21,6 +21,11 @@ class JobCreate(BaseModel):
     noise_scale: float | None = Field(None, description="Generator noise, 0 to 2; 0 is deterministic.")
     noise_w: float | None = Field(None, description="Phoneme duration noise, 0 to 2.")
     format: str = Field(DEFAULT_FORMAT, description="wav, flac, mp3 or ogg.")
+    loudness: float | None = Field(
+        None,
+        description=f"Integrated loudness in LUFS ({LOUDNESS_RANGE[0]:g} to {LOUDNESS_RANGE[1]:g}) the "
+        "audio is mastered to, true peaks under -1 dBTP; unset: the voice's own level.",
+    )
     idempotency_key: str | None = Field(
         None,
         max_length=200,

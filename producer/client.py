@@ -59,6 +59,8 @@ class JobSpec:
     key: str | None = None
     noise_scale: float | None = None
     noise_w: float | None = None
+    loudness: float | None = None
+    """LUFS to master the audio to (true peaks under -1 dBTP); ``None``: the voice's own level."""
 
 
 class Client:
@@ -93,7 +95,7 @@ class Client:
             noise_w=spec.noise_w,
         )
         self.voices.check(options.voice, options.speaker)
-        return JobRequest(spec.text, options, spec.format, new_job_id())
+        return JobRequest(spec.text, options, spec.format, new_job_id(), spec.loudness)
 
     def submit(
         self,
@@ -103,10 +105,13 @@ class Client:
         speaker: int | None = None,
         length_scale: float | None = None,
         key: str | None = None,
+        loudness: float | None = None,
     ) -> str:
         """Queue one job; returns its id at once. With ``key``, a second submit of the same
-        key returns the first job's id and queues nothing."""
-        return self.submit_many([JobSpec(text, voice, speaker, length_scale, format, key)])[0]
+        key returns the first job's id and queues nothing. With ``loudness`` (LUFS, such as
+        -18) the audio is mastered to it, true peaks under -1 dBTP."""
+        spec = JobSpec(text, voice, speaker, length_scale, format, key, loudness=loudness)
+        return self.submit_many([spec])[0]
 
     def submit_many(self, specs: Iterable[JobSpec | str]) -> list[str]:
         """Queue many jobs in one call (one broker connection); ids in the same order."""

@@ -8,7 +8,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -23,6 +23,7 @@ from ttsfarm.errors import Cancelled, InvalidInput
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
+from ttsfarm.synth_file import Tags, finish, title_from
 from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
@@ -136,32 +137,40 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made."""
+        first segment is made. With a loudness the speech goes to a lossless file first, which is
+        then mastered and encoded (``ttsfarm.synth_file.finish``, in blocks: memory stays
+        bounded)."""
         voice, segments = self._stream(request, preload=True)
         with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
             encoded = folder / f"speech.{request.format}"
-            writer = SegmentWriter(encoded, voice.sample_rate, request.format)
+            mastered = request.loudness is not None
+            spoken = folder / "spoken.flac" if mastered else encoded  # lossless until mastered
+            writer = SegmentWriter(spoken, voice.sample_rate, "flac" if mastered else request.format)
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
-            digest = sha256_file(encoded)
-            size = encoded.stat().st_size
             if cancelled is not None and cancelled():
                 raise Cancelled("the job was cancelled")
-            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
+            result = JobResult(
+                job_id=request.job_id,
+                location=str(spoken),
+                url=None,
+                format=request.format,
+                sample_rate=voice.sample_rate,
+                duration=writer.duration,
+                size=spoken.stat().st_size,
+                sha256="",
+                segments=tuple(writer.timings),
+            )
+            if mastered:
+                tags = Tags(title_from(request.text), voice.name)
+                result = finish(spoken, result, encoded, request.format, request.loudness, tags)
+            else:
+                result = replace(result, sha256=sha256_file(encoded))
+            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], result.sha256)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
-        return JobResult(
-            job_id=request.job_id,
-            location=stored.location,
-            url=stored.url,
-            format=request.format,
-            sample_rate=voice.sample_rate,
-            duration=writer.duration,
-            size=size,
-            sha256=digest,
-            segments=tuple(writer.timings),
-        )
+        return replace(result, location=stored.location, url=stored.url)
 
     def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
         """Check the request, then segment its text lazily; the first segment is made here,

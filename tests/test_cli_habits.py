@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 
 from tests.test_cli import environment
@@ -87,9 +88,15 @@ def test_a_file_name_given_as_the_text_is_refused_not_spoken(tmp_path: Path) -> 
 
 def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path: Path) -> None:
     env = {"TTSFARM_STORAGE_URL": str(tmp_path / "store")}
-    run = ttsfarm("submit", "--format", "flac", cwd=tmp_path, env=env, stdin=b"Made here. Found later.")
+    too_loud = ttsfarm("submit", "--loudness", "-5", cwd=tmp_path, env=env, stdin=b"Loud.")
+    assert too_loud.returncode == 2 and b"-5 is outside -40 to -10 LUFS" in too_loud.stderr
+    leveled = ("submit", "--format", "flac", "--loudness", "-20")
+    run = ttsfarm(*leveled, cwd=tmp_path, env=env, stdin=b"Made here. Found later.")
     assert run.returncode == 0, run.stderr
     job_id = run.stdout.decode().split()[0]
+    assert integrated_loudness(*sf.read(tmp_path / "store" / f"{job_id}.flac", dtype="float32")) == (
+        pytest.approx(-20.0, abs=0.1)
+    )
     status = ttsfarm("status", job_id, cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr
     assert status.stdout.decode().startswith(f"{job_id}  succeeded")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import inspect
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +23,7 @@ from ttsfarm.errors import (
     WaitTimeout,
 )
 from ttsfarm.files import write_error
-from ttsfarm.jobs import JobResult, JobStatus, wait_until_done
+from ttsfarm.jobs import JobRequest, JobResult, JobStatus, wait_until_done
 
 RESULT = JobResult("a" * 32, "/tmp/a.wav", None, "wav", 22050, 1.5, 1000, "0" * 64, ())
 
@@ -86,3 +88,20 @@ def test_a_full_disk_is_transient_and_a_bad_path_is_not() -> None:
     assert str(full) == "cannot write /data/out.wav: No space left on device"
     denied = write_error("/data/out.wav", PermissionError(errno.EACCES, "Permission denied"))
     assert isinstance(denied, InvalidInput)
+
+
+def test_a_loudness_travels_with_the_request_and_is_checked() -> None:
+    plain = JobRequest("Level.", job_id="b" * 32)
+    mastered = JobRequest("Level.", job_id="b" * 32, loudness=-20)
+    assert mastered.loudness == -20.0 and isinstance(mastered.loudness, float)
+    assert JobRequest.from_dict(mastered.to_dict()) == mastered
+    assert JobRequest.from_dict(plain.to_dict()) == plain
+    assert JobRequest.from_dict({k: v for k, v in plain.to_dict().items() if k != "loudness"}) == plain
+    # Requests without a loudness hash as they did before jobs took one: existing keys still match.
+    before = {"text": "Level.", "options": plain.options.to_dict(), "format": "wav"}
+    blob = json.dumps(before, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    assert plain.fingerprint() == hashlib.sha256(blob).hexdigest() != mastered.fingerprint()
+    assert "-20 LUFS" in mastered.summary() and "LUFS" not in plain.summary()
+    for bad in (-50, 0, float("nan"), "-18", True):
+        with pytest.raises(InvalidInput, match="the loudness must be a number of LUFS from -40 to -10"):
+            JobRequest("Level.", loudness=bad)  # type: ignore[arg-type]

@@ -159,3 +159,28 @@ def test_audio_that_is_not_numbers_is_never_written(tmp_path: Path, bad: float) 
     assert isinstance(raised.value, TransientError)  # retried: the segment meets another batch
     writer.close()
     assert writer.frames == 2205 and sf.info(str(tmp_path / "out.flac")).frames == 2205
+
+
+def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    """Jobs speak at the voice's own level, which moves by a few LU from text to text (joe:
+    -24 to -27 LUFS on benchmarks/quality_texts.txt); a loudness brings each to one level."""
+    from ttsfarm.mastering import integrated_loudness, true_peak
+
+    text = "Please bring three things: a charged laptop, a pair of headphones, and a notebook."
+    plain = synthesizer.synthesize(JobRequest(text, FAST), LocalStorage(tmp_path), "plain.wav")
+    for lufs, audio_format in ((-20.0, "flac"), (-16.0, "mp3")):
+        request = JobRequest(text, FAST, audio_format, loudness=lufs)
+        result = synthesizer.synthesize(request, LocalStorage(tmp_path), f"level.{audio_format}")
+        assert result.format == audio_format and result.segments == plain.segments
+        assert result.duration == plain.duration
+        assert Path(result.location).stat().st_size == result.size
+        assert files.sha256_file(Path(result.location)) == result.sha256
+        audio, rate = sf.read(result.location, dtype="float32")
+        if audio_format == "flac":
+            assert len(audio) / rate == pytest.approx(plain.duration, abs=1e-6)
+            assert integrated_loudness(audio, rate) == pytest.approx(lufs, abs=0.1)
+            assert true_peak(audio) <= -1.0
+            assert sf.SoundFile(result.location).title.startswith("Please bring three things")
+        else:  # the encoder moves loudness and peaks a little
+            assert integrated_loudness(audio, rate) == pytest.approx(lufs, abs=0.5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["level.flac", "level.mp3", "plain.wav"]

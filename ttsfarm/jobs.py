@@ -47,6 +47,10 @@ _SCALES: Final = (
     ("noise_w", "noise w", NOISE_RANGE, "0 gives every phoneme its predicted length"),
 )
 
+LOUDNESS_RANGE: Final = (-40.0, -10.0)
+"""Loudness targets (LUFS) a job can be mastered to: spoken word is usually published at -23 to
+-16 (EBU R128 broadcast -23, audiobooks about -18, podcasts -16)."""
+
 CONTENT_TYPES: Final[dict[str, str]] = {
     "wav": "audio/wav",
     "flac": "audio/flac",
@@ -100,6 +104,20 @@ def check_options(options: SynthesisOptions) -> None:
         value = getattr(options, name)
         if value is not None and not (_number(value) and low <= value <= high):
             raise InvalidInput(f"{label} must be between {low:g} and {high:g} ({hint}), not {value!r}")
+
+
+def check_loudness(value: object) -> float | None:
+    """Return the loudness target as a float (``None``: the voice's own level), or raise
+    :class:`InvalidInput`."""
+    if value is None:
+        return None
+    low, high = LOUDNESS_RANGE
+    if not (isinstance(value, int | float) and _number(value) and low <= value <= high):
+        raise InvalidInput(
+            f"the loudness must be a number of LUFS from {low:g} to {high:g} (for example -18, as "
+            f"audiobooks, or -23, as broadcast), or unset for the voice's own level; not {value!r}"
+        )
+    return float(value)
 
 
 SUBMITTED_AT: Final = "submitted_at"
@@ -160,10 +178,15 @@ class JobRequest:
     options: SynthesisOptions = field(default_factory=SynthesisOptions)
     format: str = DEFAULT_FORMAT
     job_id: str = field(default_factory=new_job_id)
+    loudness: float | None = None
+    """Integrated loudness (LUFS) the audio is mastered to, true peaks under -1 dBTP, as
+    ``ttsfarm synth`` does; ``None`` keeps the voice's own level (joe speaks at about -24 to -27
+    LUFS, depending on the text)."""
 
     def __post_init__(self) -> None:
         check_text(self.text)
         object.__setattr__(self, "format", check_format(self.format))
+        object.__setattr__(self, "loudness", check_loudness(self.loudness))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +194,7 @@ class JobRequest:
             "text": self.text,
             "format": self.format,
             "options": self.options.to_dict(),
+            "loudness": self.loudness,
         }
 
     def summary(self) -> str:
@@ -183,15 +207,23 @@ class JobRequest:
             else words[:SUMMARY_WORDS_CHARS].rsplit(" ", 1)[0] + "..."
         )
         speaker = f" speaker {self.options.speaker}," if self.options.speaker is not None else ""
+        loudness = f" {self.loudness:g} LUFS," if self.loudness is not None else ""
         return (
-            f"job {self.job_id}, voice {self.options.voice},{speaker} {self.format}, "
+            f"job {self.job_id}, voice {self.options.voice},{speaker} {self.format},{loudness} "
             f"{len(self.text):,} chars: {opening!r}"
         )
 
     def fingerprint(self) -> str:
-        """A hash of what decides the audio (text, voice and settings, format), not the id:
-        two requests with one fingerprint make the same file."""
-        identity = {"text": self.text, "options": self.options.to_dict(), "format": self.format}
+        """A hash of what decides the audio (text, voice and settings, format, loudness), not the
+        id: two requests with one fingerprint make the same file. Unmastered requests hash as
+        they did before jobs took a loudness."""
+        identity: dict[str, Any] = {
+            "text": self.text,
+            "options": self.options.to_dict(),
+            "format": self.format,
+        }
+        if self.loudness is not None:
+            identity["loudness"] = self.loudness
         blob = json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()
 
@@ -202,6 +234,7 @@ class JobRequest:
             options=SynthesisOptions.from_dict(data.get("options", {})),
             format=data.get("format", DEFAULT_FORMAT),
             job_id=data["job_id"],
+            loudness=data.get("loudness"),
         )
 
 

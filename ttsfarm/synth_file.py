@@ -1,5 +1,6 @@
-"""Finishing a ``ttsfarm synth`` file: the spoken audio brought to a loudness (as audiobook
-chapters are, true peaks under -1 dBTP) and written in its format with basic tags.
+"""Finishing a spoken file (``ttsfarm synth``, and any job given a loudness): the audio brought
+to a loudness (as audiobook chapters are, true peaks under -1 dBTP) and written in its format
+with basic tags.
 
 Long audio is mastered in blocks of about ten minutes, cut in the pause between two segments,
 as a book is mastered by chapter: memory stays bounded (a job may hold three hours of speech)

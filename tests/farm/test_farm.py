@@ -177,6 +177,23 @@ def test_fetch_downloads_the_audio(client: Client, worker: WorkerProcess, tmp_pa
     assert sf.info(tmp_path / "got.mp3").duration == pytest.approx(result.duration, abs=0.1)
 
 
+def test_a_job_given_a_loudness_is_stored_at_it(
+    client: Client, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    from ttsfarm.mastering import integrated_loudness, true_peak
+
+    text = "Margaret and her brother opened a small bakery on the corner of Willow Street."
+    job_id = client.submit(text, format="flac", loudness=-19.0)
+    result = client.wait(job_id, timeout=60)
+    client.fetch(job_id, tmp_path / "level.flac")
+    audio, rate = sf.read(tmp_path / "level.flac", dtype="float32")
+    assert len(audio) / rate == pytest.approx(result.duration, abs=1e-6)
+    assert integrated_loudness(audio, rate) == pytest.approx(-19.0, abs=0.1)
+    assert true_peak(audio) <= -1.0
+    with pytest.raises(InvalidInput, match="the loudness must be a number of LUFS from -40 to -10"):
+        client.submit(text, loudness=-60.0)
+
+
 def test_fetch_refuses_audio_that_does_not_match_its_checksum(
     client: Client,
     worker: WorkerProcess,

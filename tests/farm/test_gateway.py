@@ -30,6 +30,7 @@ from tests.farm.conftest import (
 from ttsfarm.cli import main
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobResult, audio_key
+from ttsfarm.mastering import integrated_loudness
 
 SENTENCE = "The gateway speaks through the farm."
 
@@ -55,7 +56,12 @@ def wait_done(api: httpx.Client, job_id: str, timeout: float = 120) -> dict[str,
 
 
 def test_job_cycle_over_http(api: httpx.Client, worker: WorkerProcess, redis_url: str) -> None:
-    body = {"text": f"{SENTENCE} Twice over, to make two segments.", "format": "mp3", "idempotency_key": "a1"}
+    body = {
+        "text": f"{SENTENCE} Twice over, to make two segments.",
+        "format": "mp3",
+        "loudness": -18,
+        "idempotency_key": "a1",
+    }
     submitted = api.post("/v1/jobs", json=body)
     assert submitted.status_code == 202, submitted.text
     job_id = submitted.json()["id"]
@@ -80,9 +86,10 @@ def test_job_cycle_over_http(api: httpx.Client, worker: WorkerProcess, redis_url
     audio = api.get(result["audio_url"])
     assert audio.status_code == 200 and audio.headers["content-type"] == "audio/mpeg"
     assert hashlib.sha256(audio.content).hexdigest() == result["sha256"] == audio.headers["etag"].strip('"')
-    samples, rate = sf.read(io.BytesIO(audio.content))
+    samples, rate = sf.read(io.BytesIO(audio.content), dtype="float32")
     assert rate == result["sample_rate"] == 22050
     assert abs(len(samples) / rate - result["duration"]) < 0.1
+    assert integrated_loudness(samples, rate) == pytest.approx(-18.0, abs=0.5)  # mastered, then mp3
 
 
 def test_cancel_and_unknown_ids(api: httpx.Client, worker: WorkerProcess) -> None:
@@ -108,6 +115,7 @@ def test_cancel_and_unknown_ids(api: httpx.Client, worker: WorkerProcess) -> Non
         ({"text": "hi", "speaker": 2}, 400, "single speaker"),
         ({"text": "hi", "format": "aiff"}, 400, "unknown audio format 'aiff'"),
         ({"text": "hi", "length_scale": 50}, 400, "length scale must be between 0.1 and 10"),
+        ({"text": "hi", "loudness": -5}, 400, "the loudness must be a number of LUFS from -40 to -10"),
         ({"text": "hi", "colour": "red"}, 400, "colour: Extra inputs are not permitted"),
         ({"text": "a" * (MAX_TEXT_CHARS + 1)}, 413, "over the limit of 200,000"),
     ],

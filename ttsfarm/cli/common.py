@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import click
 
 from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import AUDIO_FORMATS, JobResult, SynthesisOptions, check_text
+from ttsfarm.jobs import AUDIO_FORMATS, LOUDNESS_RANGE, JobResult, SynthesisOptions, check_text
 from ttsfarm.settings import Settings
 
 
@@ -81,3 +82,33 @@ def voice_options(func: Any) -> Any:
 
 FORMAT_METAVAR: Final = "[" + "|".join(AUDIO_FORMATS) + "]"
 """``--format`` shows its choices; a wrong one gets the one-line error of ``check_format``."""
+
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def loudness_option(default: str) -> Callable[[Command], Command]:
+    """``--loudness LUFS|off``: master the audio to that loudness, true peaks under -1 dBTP;
+    ``off`` keeps the voice's own level. The value reaches the command as a float or None."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
+        if value.strip().lower() == "off":
+            return None
+        try:
+            lufs = float(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
+        low, high = LOUDNESS_RANGE
+        if not low <= lufs <= high:
+            raise click.BadParameter(f"{value} is outside {low:g} to {high:g} LUFS")
+        return lufs
+
+    return click.option(
+        "--loudness",
+        default=default,
+        show_default=True,
+        callback=parse,
+        metavar="LUFS|off",
+        help="Normalise to this loudness, true peaks under -1 dBTP (as audiobooks); 'off': the voice's "
+        "level.",
+    )

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from ttsfarm.cli.common import FORMAT_METAVAR, describe, options_from, text_from, voice_options
+from ttsfarm.cli.common import (
+    FORMAT_METAVAR,
+    describe,
+    loudness_option,
+    options_from,
+    text_from,
+    voice_options,
+)
 from ttsfarm.errors import JobNotFound, SettingsError
 from ttsfarm.jobs import (
     JobRequest,
@@ -41,6 +48,7 @@ def _client(settings: Settings) -> Client:
 @click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
 @click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
 @voice_options
+@loudness_option("off")
 @click.option("--key", help="Idempotency key: submitting the same key twice queues one job.")
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
 @click.pass_obj
@@ -52,6 +60,7 @@ def submit(
     voice: str | None,
     speaker: int | None,
     length_scale: float | None,
+    loudness: float | None,
     key: str | None,
     wait: bool,
 ) -> None:
@@ -62,12 +71,12 @@ def submit(
     text = text_from(text, text_file)
     audio_format = check_format(audio_format)
     if not settings.farm_mode:
-        _run_here(
-            settings, JobRequest(text, options_from(voice, speaker, length_scale, settings), audio_format)
-        )
+        options = options_from(voice, speaker, length_scale, settings)
+        _run_here(settings, JobRequest(text, options, audio_format, loudness=loudness))
         return
     client = _client(settings)
-    job_id = client.submit(text, voice or settings.voice, audio_format, speaker, length_scale, key)
+    voice = voice or settings.voice
+    job_id = client.submit(text, voice, audio_format, speaker, length_scale, key, loudness)
     click.echo(job_id)
     if wait:
         _follow(client, job_id)

@@ -5,29 +5,20 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
 
 import click
 
-from ttsfarm.cli.common import FORMAT_METAVAR, describe, options_from, text_from, voice_options
+from ttsfarm.cli.common import (
+    FORMAT_METAVAR,
+    describe,
+    loudness_option,
+    options_from,
+    text_from,
+    voice_options,
+)
 from ttsfarm.inputs import check_writable, format_for
 from ttsfarm.jobs import JobRequest, check_format
 from ttsfarm.settings import Settings
-
-LOUDNESS_RANGE: Final = (-40.0, -10.0)
-
-
-def _loudness(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
-    if value.strip().lower() == "off":
-        return None
-    try:
-        lufs = float(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
-    low, high = LOUDNESS_RANGE
-    if not low <= lufs <= high:
-        raise click.BadParameter(f"{value} is outside {low:g} to {high:g} LUFS")
-    return lufs
 
 
 @click.command()
@@ -44,14 +35,7 @@ def _loudness(ctx: click.Context, param: click.Parameter, value: str) -> float |
     "--format", "audio_format", metavar=FORMAT_METAVAR, help="Default: from the file name; wav for '-'."
 )
 @voice_options
-@click.option(
-    "--loudness",
-    default="-18",
-    show_default=True,
-    callback=_loudness,
-    metavar="LUFS|off",
-    help="Normalise to this loudness, true peaks under -1 dBTP (as audiobooks); 'off': the voice's level.",
-)
+@loudness_option("-18")
 @click.option("--title", help="Title tag (default: the first words of the text).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
