@@ -48,6 +48,7 @@ class JobResultView(BaseModel):
     sha256: str
     audio_url: str = Field(description="Where to GET the audio, on this gateway.")
     segments: list[Segment]
+    loudness: float | None = Field(description="LUFS the audio was mastered to; null: the voice's own level.")
 
 
 class JobView(BaseModel):
@@ -77,6 +78,7 @@ class JobView(BaseModel):
                 sha256=result.sha256,
                 audio_url=f"/v1/jobs/{status.job_id}/audio",
                 segments=[Segment(text=s.text, start=s.start, end=s.end) for s in result.segments],
+                loudness=result.loudness,
             )
         return cls(
             id=status.job_id,

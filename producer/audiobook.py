@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from producer.client import Client
+from producer.client import Client, JobSpec
 from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest
 from ttsfarm.audiobook.render import PartProgress
 from ttsfarm.breaks import estimate_segments
@@ -53,14 +53,18 @@ class FarmRenderer:
         self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
     ) -> JobResult:
         options = request.options
-        job_id = self.client.submit(
+        spec = JobSpec(
             request.text,
             voice=options.voice,
-            format=request.format,
             speaker=options.speaker,
             length_scale=options.length_scale,
+            format=request.format,
             key=request.job_id,
+            noise_scale=options.noise_scale,
+            noise_w=options.noise_w,
+            loudness=request.loudness,
         )
+        (job_id,) = self.client.submit_many([spec])
 
         def follow(status: JobStatus) -> None:
             progress(status.segments_done, status.audio_seconds)

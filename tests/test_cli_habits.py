@@ -89,7 +89,13 @@ def test_a_file_name_given_as_the_text_is_refused_not_spoken(tmp_path: Path) -> 
 def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path: Path) -> None:
     env = {"TTSFARM_STORAGE_URL": str(tmp_path / "store")}
     too_loud = ttsfarm("submit", "--loudness", "-5", cwd=tmp_path, env=env, stdin=b"Loud.")
-    assert too_loud.returncode == 2 and b"-5 is outside -40 to -10 LUFS" in too_loud.stderr
+    assert (
+        too_loud.returncode == 2 and b"-5 is outside -40 to -10 LUFS: give one such as -18" in too_loud.stderr
+    )
+    plain = ttsfarm("submit", "--format", "flac", cwd=tmp_path, env=env, stdin=b"The voice's own level.")
+    plain_id = plain.stdout.decode().split()[0]
+    level = integrated_loudness(*sf.read(tmp_path / "store" / f"{plain_id}.flac", dtype="float32"))
+    assert -30 < level < -21  # not mastered unless asked: joe speaks at about -24 to -27 LUFS
     leveled = ("submit", "--format", "flac", "--loudness", "-20")
     run = ttsfarm(*leveled, cwd=tmp_path, env=env, stdin=b"Made here. Found later.")
     assert run.returncode == 0, run.stderr

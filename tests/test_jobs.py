@@ -8,6 +8,7 @@ import inspect
 import json
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 import ttsfarm.errors
@@ -102,6 +103,11 @@ def test_a_loudness_travels_with_the_request_and_is_checked() -> None:
     blob = json.dumps(before, sort_keys=True, ensure_ascii=False).encode("utf-8")
     assert plain.fingerprint() == hashlib.sha256(blob).hexdigest() != mastered.fingerprint()
     assert "-20 LUFS" in mastered.summary() and "LUFS" not in plain.summary()
-    for bad in (-50, 0, float("nan"), "-18", True):
+    assert JobRequest("Level.", loudness=np.float32(-18)).loudness == -18.0  # numpy numbers too
+    result = JobResult.from_dict({**RESULT.to_dict(), "loudness": -20.0})
+    assert result.loudness == -20.0 and JobResult.from_dict(result.to_dict()) == result
+    stored_before = {k: v for k, v in RESULT.to_dict().items() if k != "loudness"}
+    assert JobResult.from_dict(stored_before).loudness is None  # results stored before still read
+    for bad in (-50, 0, float("nan"), float("inf"), "-18", True):
         with pytest.raises(InvalidInput, match="the loudness must be a number of LUFS from -40 to -10"):
             JobRequest("Level.", loudness=bad)  # type: ignore[arg-type]

@@ -172,7 +172,7 @@ def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_p
         request = JobRequest(text, FAST, audio_format, loudness=lufs)
         result = synthesizer.synthesize(request, LocalStorage(tmp_path), f"level.{audio_format}")
         assert result.format == audio_format and result.segments == plain.segments
-        assert result.duration == plain.duration
+        assert result.duration == plain.duration and result.loudness == lufs and plain.loudness is None
         assert Path(result.location).stat().st_size == result.size
         assert files.sha256_file(Path(result.location)) == result.sha256
         audio, rate = sf.read(result.location, dtype="float32")
@@ -180,7 +180,35 @@ def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_p
             assert len(audio) / rate == pytest.approx(plain.duration, abs=1e-6)
             assert integrated_loudness(audio, rate) == pytest.approx(lufs, abs=0.1)
             assert true_peak(audio) <= -1.0
-            assert sf.SoundFile(result.location).title.startswith("Please bring three things")
+            assert not sf.SoundFile(result.location).title  # farm jobs are not tagged, mastered or not
         else:  # the encoder moves loudness and peaks a little
             assert integrated_loudness(audio, rate) == pytest.approx(lufs, abs=0.5)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["level.flac", "level.mp3", "plain.wav"]
+
+
+def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no-untyped-def]
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ttsfarm.mastering
+    from synthesis.batcher import Batcher
+
+    mastered: list[int] = []
+    master = ttsfarm.mastering.master
+    monkeypatch.setattr(ttsfarm.mastering, "master", lambda *a: mastered.append(1) or master(*a))
+
+    temp, store = tmp_path / "temp", tmp_path / "store"
+    temp.mkdir()
+    store.mkdir()
+    asked: list[int] = []
+
+    def cancelled() -> bool:  # no while the text is spoken and after it, yes at the first block
+        asked.append(1)
+        return len(asked) > 2
+
+    with Batcher(lambda v: engine) as batcher:
+        synthesizer = Synthesizer(batcher, temp_dir=str(temp))
+        request = JobRequest("One short sentence to master.", FAST, "flac", loudness=-18)
+        with pytest.raises(Cancelled):
+            synthesizer.synthesize(request, LocalStorage(store), "x.flac", cancelled=cancelled)
+    assert len(asked) == 3 and not mastered  # the segment, the end of speaking, the first block
+    assert not any(store.iterdir()) and not any(temp.iterdir())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import time
 import uuid
 from collections.abc import Callable
@@ -112,7 +113,7 @@ def check_loudness(value: object) -> float | None:
     if value is None:
         return None
     low, high = LOUDNESS_RANGE
-    if not (isinstance(value, int | float) and _number(value) and low <= value <= high):
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and low <= float(value) <= high):
         raise InvalidInput(
             f"the loudness must be a number of LUFS from {low:g} to {high:g} (for example -18, as "
             f"audiobooks, or -23, as broadcast), or unset for the voice's own level; not {value!r}"
@@ -269,6 +270,9 @@ class JobResult:
     size: int
     sha256: str
     segments: tuple[SegmentTiming, ...]
+    loudness: float | None = None
+    """The integrated loudness (LUFS) the audio was mastered to; ``None``: the voice's own level
+    (and every result stored before jobs took a loudness)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -287,6 +291,7 @@ class JobResult:
             size=int(data["size"]),
             sha256=data["sha256"],
             segments=tuple(SegmentTiming.from_dict(s) for s in data["segments"]),
+            loudness=data.get("loudness"),
         )
 
 

@@ -11,18 +11,22 @@ from __future__ import annotations
 import importlib
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 import soundfile as sf
 
+from ttsfarm.errors import Cancelled
 from ttsfarm.files import atomic_target, sha256_file
 from ttsfarm.jobs import AUDIO_FORMATS, JobResult
 
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
 TITLE_WORDS: Final = 8
+TITLE_CHARS: Final = 80
+"""A title is also cut at this many characters: a text without spaces is one long "word"."""
 SOFTWARE: Final = "ttsfarm"
 
 
@@ -38,7 +42,10 @@ class Tags:
 def title_from(text: str) -> str:
     """A title from the first words of ``text``."""
     words = text.split()
-    return " ".join(words[:TITLE_WORDS]) + ("..." if len(words) > TITLE_WORDS else "")
+    title = " ".join(words[:TITLE_WORDS])
+    if len(title) > TITLE_CHARS:
+        return title[:TITLE_CHARS].rstrip() + "..."
+    return title + ("..." if len(words) > TITLE_WORDS else "")
 
 
 def import_mastering_meanwhile() -> None:
@@ -57,23 +64,30 @@ def finish(
     target: Path,
     audio_format: str,
     loudness: float | None,
-    tags: Tags,
+    tags: Tags | None,
     block_seconds: float = BLOCK_SECONDS,
+    cancelled: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Write ``spoken`` (lossless) to ``target`` as ``audio_format``, normalised to ``loudness``
-    LUFS (``None`` keeps the voice's own level), tagged; return the result for ``target``."""
+    LUFS (``None`` keeps the voice's own level), tagged unless ``tags`` is ``None``; return the
+    result for ``target``. ``cancelled`` is asked between blocks (a block of ten minutes takes
+    a few seconds): :class:`Cancelled` then, and ``target`` is not written."""
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
         from ttsfarm.mastering import master  # deferred: `--loudness off` never imports scipy.signal
     with sf.SoundFile(spoken) as source, atomic_target(target) as temp:
         rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
-            handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
+            if tags is not None:
+                handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
             for frames in block_lengths(result, rate, source.frames, block_seconds):
+                if cancelled is not None and cancelled():
+                    raise Cancelled("the job was cancelled")
                 audio = source.read(frames, dtype="float32", always_2d=False)
                 handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
         size, sha = temp.stat().st_size, sha256_file(temp)
-    return replace(result, location=str(target), format=audio_format, size=size, sha256=sha)
+    mastered = replace(result, location=str(target), format=audio_format, size=size, sha256=sha)
+    return replace(mastered, loudness=loudness)
 
 
 def block_lengths(

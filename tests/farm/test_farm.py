@@ -189,9 +189,15 @@ def test_a_job_given_a_loudness_is_stored_at_it(
     audio, rate = sf.read(tmp_path / "level.flac", dtype="float32")
     assert len(audio) / rate == pytest.approx(result.duration, abs=1e-6)
     assert integrated_loudness(audio, rate) == pytest.approx(-19.0, abs=0.1)
-    assert true_peak(audio) <= -1.0
+    assert true_peak(audio) <= -1.0 and result.loudness == -19.0
     with pytest.raises(InvalidInput, match="the loudness must be a number of LUFS from -40 to -10"):
         client.submit(text, loudness=-60.0)
+    # A key is for one request: the same key with another loudness is refused, the same one is the job.
+    keyed = client.submit(text, format="flac", loudness=-19.0, key="level-1")
+    assert client.submit(text, format="flac", loudness=-19.0, key="level-1") == keyed
+    with pytest.raises(InvalidInput, match="made for a different text, voice, settings, format or loudness"):
+        client.submit(text, format="flac", loudness=-23.0, key="level-1")
+    client.wait(keyed, timeout=60)
 
 
 def test_fetch_refuses_audio_that_does_not_match_its_checksum(

@@ -63,7 +63,7 @@ def test_a_key_reused_for_another_text_is_refused(client: Client, worker: Worker
         InvalidInput, match=f"idempotency key 'order-77' is taken by job {first}, made for a different"
     ):
         client.submit("A different text.", key="order-77")
-    with pytest.raises(InvalidInput, match="made for a different text, voice or format"):
+    with pytest.raises(InvalidInput, match="made for a different text, voice, settings, format or loudness"):
         client.submit("The first text.", key="order-77", format="mp3")
     assert client.wait(first, timeout=60).duration > 0
     assert client.submit("The first text.", key="order-77") == first  # still bound, still the same

@@ -100,7 +100,9 @@ def loudness_option(default: str) -> Callable[[Command], Command]:
             raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
         low, high = LOUDNESS_RANGE
         if not low <= lufs <= high:
-            raise click.BadParameter(f"{value} is outside {low:g} to {high:g} LUFS")
+            raise click.BadParameter(
+                f"{value} is outside {low:g} to {high:g} LUFS: give one such as -18, or 'off'"
+            )
         return lufs
 
     return click.option(

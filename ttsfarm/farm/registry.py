@@ -125,7 +125,7 @@ class JobRegistry:
         if bound.startswith("!"):
             raise InvalidInput(
                 f"idempotency key {idempotency_key!r} is taken by job {bound[1:]}, made for a different "
-                "text, voice or format: use a new key for a new request"
+                "text, voice, settings, format or loudness: use a new key for a new request"
             )
         return bound
 
