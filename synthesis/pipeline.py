@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from synthesis.batcher import SegmentBatcher
 from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
+from synthesis.sessions import cpu_count
 from synthesis.text import Segment
 from ttsfarm.errors import Cancelled, InvalidInput
 from ttsfarm.files import sha256_file
@@ -29,10 +29,11 @@ from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
-MASTERING_AT_ONCE: Final = max(1, (os.cpu_count() or 2) // 2)
-"""Jobs of one process mastered at the same time (those given a loudness). Mastering a block of
-ten minutes takes about 5 s of CPU and 320 MiB while it runs (2-core machine, 22,050 Hz): a
-worker's 32 jobs finishing together would otherwise hold up to 10 GB."""
+MASTERING_AT_ONCE: Final = max(1, min(8, cpu_count() // 2))
+"""Jobs of one process mastered at the same time (those given a loudness): half the cores this
+process may run on, at most 8 (a container's CPU quota does not show in its affinity). Mastering
+a block of ten minutes takes about 5 s of CPU and 320 MiB while it runs (2-core machine, 22,050
+Hz): a worker's 32 jobs finishing together would otherwise hold up to 10 GB."""
 
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to
