@@ -6,12 +6,14 @@ import itertools
 import json
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pyloudnorm
 import pytest
 import soundfile as sf
@@ -364,4 +366,33 @@ def test_book_files_appear_whole_or_not_at_all(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(export, "_encode_command", mp3_fails)
     with pytest.raises(PermanentError, match="ffmpeg could not encode the mp3"):
         encode_book(BookTags("Tones"), chapters, m4b, mp3)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac"]
+
+
+def test_when_one_book_file_fails_the_other_is_stopped_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mp3 fails at once while the m4b is read at the pace of playback (``-re``: 40 s here).
+    The failure comes back at once, the m4b's ffmpeg is killed, and nothing is left behind."""
+    rate = 22050
+    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(20 * rate) / rate).astype(np.float32)
+    chapters = []
+    for number in range(2):
+        audio = tmp_path / f"chapter{number}.flac"
+        sf.write(audio, tone, rate)
+        chapters.append(ChapterMark(f"Chapter {number + 1}", 20.0 * number, 20.0 * (number + 1), audio))
+    command = export._encode_command
+
+    def slow_m4b_failing_mp3(kind: str, *args: Any) -> list[str]:
+        arguments = command(kind, *args)
+        if kind == "mp3":
+            return [*arguments[:-1], "-c:a", "no-such-encoder", arguments[-1]]
+        return ["-re", *arguments]
+
+    monkeypatch.setattr(export, "_encode_command", slow_m4b_failing_mp3)
+    started = time.monotonic()
+    with pytest.raises(PermanentError, match="ffmpeg could not encode the mp3"):
+        encode_book(BookTags("Tones"), chapters, tmp_path / "book.m4b", tmp_path / "book.mp3")
+    assert time.monotonic() - started < 20  # the m4b alone takes 40 s at the pace of playback
+    assert not psutil.Process().children(recursive=True)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac"]

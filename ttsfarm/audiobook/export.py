@@ -9,8 +9,10 @@ import math
 import re
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Final
 
 import imageio_ffmpeg
 
-from ttsfarm.errors import PermanentError
+from ttsfarm.errors import Cancelled, PermanentError
 from ttsfarm.files import atomic_target
 from ttsfarm.jobs import SegmentTiming
 from ttsfarm.mastering import PEAK_CEILING_DBTP
@@ -29,6 +31,8 @@ M4B_BITRATE: Final = "64k"
 """AAC bitrate of the ``.m4b``: plenty for one voice in mono."""
 MP3_BITRATE: Final = "64k"
 ENCODE_TIMEOUT_SECONDS: Final = 6 * 3600
+STOP_POLL_SECONDS: Final = 0.2
+"""How often a running ffmpeg is checked for a stop (the other file's encoding failed)."""
 GENRE: Final = "Audiobook"
 _METADATA_SPECIALS: Final = ("\\", "=", ";", "#", "\n")
 PEAK_FIX_PASSES: Final = 4
@@ -134,7 +138,8 @@ def encode_book(
     Lossy encoding can push peaks over what the chapters had, so each file is measured after
     encoding and, if a peak is over ``ceiling_db``, encoded again that much quieter. The two
     files are encoded at once, each by an ffmpeg process of its own (each encoder uses one
-    core). Both appear whole or not at all."""
+    core). Both appear whole or not at all: when one fails, the other's ffmpeg is stopped and
+    the failure raised at once, not after the other file's encoding."""
     with (
         tempfile.TemporaryDirectory(prefix="ttsfarm-book-") as folder,
         atomic_target(m4b) as m4b_temp,
@@ -143,25 +148,43 @@ def encode_book(
         listing, metadata = Path(folder) / "chapters.ffconcat", Path(folder) / "metadata.txt"
         listing.write_text(_concat_list(chapters), encoding="utf-8")
         metadata.write_text(ffmetadata(tags, chapters), encoding="utf-8")
+        stop = threading.Event()
         encode = partial(
             _encode_under_ceiling, listing=listing, metadata=metadata, cover=cover, ceiling_db=ceiling_db
         )
         with ThreadPoolExecutor(2, thread_name_prefix="ttsfarm-encode") as pool:
             encodings = {
-                kind: pool.submit(encode, kind, target)
+                kind: pool.submit(encode, kind, target, stop=stop)
                 for kind, target in (("m4b", m4b_temp), ("mp3", mp3_temp))
             }
+            try:
+                done, _ = wait(encodings.values(), return_when=FIRST_EXCEPTION)
+            except BaseException:  # interrupted (Ctrl-C): neither file is wanted
+                stop.set()
+                raise
+            failed = [encoding for encoding in done if encoding.exception() is not None]
+            if failed:  # the other file is not wanted now: stop its ffmpeg instead of waiting for it
+                stop.set()
+                failed[0].result()  # raises the first failure, not the stop it caused
             return {kind: encoding.result() for kind, encoding in encodings.items()}
 
 
 def _encode_under_ceiling(
-    kind: str, target: Path, listing: Path, metadata: Path, cover: Path | None, ceiling_db: float
+    kind: str,
+    target: Path,
+    listing: Path,
+    metadata: Path,
+    cover: Path | None,
+    ceiling_db: float,
+    stop: threading.Event | None = None,
 ) -> float:
     """Encode ``target`` as ``kind``, quieter each time its true peak is over the ceiling; the peak."""
     gain = 0.0
     for _ in range(PEAK_FIX_PASSES):
-        _ffmpeg(_encode_command(kind, listing, metadata, cover, target, gain), f"encode the {kind}")
-        peak = measure_true_peak(target)
+        _ffmpeg(
+            _encode_command(kind, listing, metadata, cover, target, gain), f"encode the {kind}", stop=stop
+        )
+        peak = measure_true_peak(target, stop)
         if peak <= ceiling_db - METER_RESOLUTION_DB:
             return peak
         log.info("%s: true peak %.2f dBTP after encoding, encoding it again quieter", kind, peak)
@@ -189,13 +212,14 @@ def _encode_command(
     return [*inputs, *maps, *codec, str(target)]
 
 
-def measure_true_peak(path: Path) -> float:
+def measure_true_peak(path: Path, stop: threading.Event | None = None) -> float:
     """The true peak of an audio file in dBTP, as ffmpeg's EBU R128 meter reads it (4x
     oversampled); ``-inf`` for silence."""
     output = _ffmpeg(
         ["-nostats", "-i", str(path), "-map", "0:a", "-af", "ebur128=peak=true", "-f", "null", "-"],
         f"measure {path.name}",
         loglevel="info",
+        stop=stop,
     )
     found = _TRUE_PEAK.findall(output)
     if not found:
@@ -203,8 +227,11 @@ def measure_true_peak(path: Path) -> float:
     return -math.inf if found[-1] == "-inf" else float(found[-1])
 
 
-def _ffmpeg(arguments: list[str], what: str, loglevel: str = "error") -> str:
-    """Run the bundled ffmpeg; its stderr, or one line saying why it failed."""
+def _ffmpeg(
+    arguments: list[str], what: str, loglevel: str = "error", stop: threading.Event | None = None
+) -> str:
+    """Run the bundled ffmpeg; its stderr, or one line saying why it failed. Once ``stop`` is
+    set, ffmpeg is killed and :class:`Cancelled` raised (within :data:`STOP_POLL_SECONDS`)."""
     command = [
         imageio_ffmpeg.get_ffmpeg_exe(),
         "-nostdin",
@@ -216,12 +243,24 @@ def _ffmpeg(arguments: list[str], what: str, loglevel: str = "error") -> str:
     ]
     log.debug("ffmpeg: %s", command)
     try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=ENCODE_TIMEOUT_SECONDS)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     except OSError as error:
         raise PermanentError(f"cannot run ffmpeg to {what}: {error.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise PermanentError(f"ffmpeg did not {what} in {ENCODE_TIMEOUT_SECONDS} s") from None
-    if run.returncode != 0:
-        detail = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"status {run.returncode}"
+    deadline = time.monotonic() + ENCODE_TIMEOUT_SECONDS
+    with process:
+        while True:
+            try:
+                _, stderr = process.communicate(timeout=STOP_POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                stopped = stop is not None and stop.is_set()
+                if stopped or time.monotonic() > deadline:
+                    process.kill()
+                    process.communicate()
+                    if stopped:
+                        raise Cancelled(f"ffmpeg was stopped before it could {what}") from None
+                    raise PermanentError(f"ffmpeg did not {what} in {ENCODE_TIMEOUT_SECONDS} s") from None
+    if process.returncode != 0:
+        detail = stderr.strip().splitlines()[-1] if stderr.strip() else f"status {process.returncode}"
         raise PermanentError(f"ffmpeg could not {what}: {detail}")
-    return run.stderr
+    return stderr
