@@ -339,17 +339,23 @@ def test_an_output_folder_that_is_a_file_is_refused(tmp_path: Path, renderer: Lo
         build(tiny_book(tmp_path), tmp_path / "taken", renderer)
 
 
+def _tone_chapters(folder: Path, seconds: float) -> list[ChapterMark]:
+    """Two chapter files of a 220 Hz tone, ``seconds`` each, in ``folder``."""
+    rate = 22050
+    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(round(seconds * rate)) / rate).astype(np.float32)
+    chapters = []
+    for number in range(2):
+        audio = folder / f"chapter{number}.flac"
+        sf.write(audio, tone, rate)
+        chapters.append(ChapterMark(f"Chapter {number + 1}", seconds * number, seconds * (number + 1), audio))
+    return chapters
+
+
 def test_book_files_appear_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The m4b and the mp3 are encoded at once, each with its own measured peak; when ffmpeg
     cannot make one of them (here the mp3, given an encoder ffmpeg does not have), the other is not
     left either, nor any temporary file."""
-    rate = 22050
-    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(2 * rate) / rate).astype(np.float32)
-    chapters = []
-    for number in range(2):
-        audio = tmp_path / f"chapter{number}.flac"
-        sf.write(audio, tone, rate)
-        chapters.append(ChapterMark(f"Chapter {number + 1}", 2.0 * number, 2.0 * (number + 1), audio))
+    chapters = _tone_chapters(tmp_path, 2.0)
     m4b, mp3 = tmp_path / "book.m4b", tmp_path / "book.mp3"
     peaks = encode_book(BookTags("Tones"), chapters, m4b, mp3)
     assert set(peaks) == {"m4b", "mp3"} and all(-13.0 < peak <= -1.1 for peak in peaks.values())
@@ -374,13 +380,7 @@ def test_when_one_book_file_fails_the_other_is_stopped_not_waited_for(
 ) -> None:
     """The mp3 fails at once while the m4b is read at the pace of playback (``-re``: 40 s here).
     The failure comes back at once, the m4b's ffmpeg is killed, and nothing is left behind."""
-    rate = 22050
-    tone = 0.25 * np.sin(2 * np.pi * 220 * np.arange(20 * rate) / rate).astype(np.float32)
-    chapters = []
-    for number in range(2):
-        audio = tmp_path / f"chapter{number}.flac"
-        sf.write(audio, tone, rate)
-        chapters.append(ChapterMark(f"Chapter {number + 1}", 20.0 * number, 20.0 * (number + 1), audio))
+    chapters = _tone_chapters(tmp_path, 20.0)
     command = export._encode_command
 
     def slow_m4b_failing_mp3(kind: str, *args: Any) -> list[str]:
