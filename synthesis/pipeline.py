@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 MASTERING_AT_ONCE: Final = max(1, min(8, cpu_count() // 2))
 """Jobs of one process mastered at the same time (those given a loudness): half the cores this
 process may run on, at most 8 (a container's CPU quota does not show in its affinity). Mastering
-a block of ten minutes takes about 5 s of CPU and 320 MiB while it runs (2-core machine, 22,050
-Hz): a worker's 32 jobs finishing together would otherwise hold up to 10 GB."""
+a block of ten minutes takes 5-6 s of CPU and 300-500 MiB while it runs (2-core machine, 22,050
+Hz): a worker's 32 jobs finishing together would otherwise hold up to 16 GB."""
 
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import imageio_ffmpeg
 import numpy as np
 import psutil
 import pyloudnorm
@@ -375,6 +376,19 @@ def test_book_files_appear_whole_or_not_at_all(tmp_path: Path, monkeypatch: pyte
     assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac"]
 
 
+def _running_ffmpegs() -> list[psutil.Process]:
+    """This process's ffmpeg children still running (other children, such as text processes, are
+    not counted)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.cmdline()[:1] == [imageio_ffmpeg.get_ffmpeg_exe()]:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def test_when_one_book_file_fails_the_other_is_stopped_not_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -394,5 +408,5 @@ def test_when_one_book_file_fails_the_other_is_stopped_not_waited_for(
     with pytest.raises(PermanentError, match="ffmpeg could not encode the mp3"):
         encode_book(BookTags("Tones"), chapters, tmp_path / "book.m4b", tmp_path / "book.mp3")
     assert time.monotonic() - started < 20  # the m4b alone takes 40 s at the pace of playback
-    assert not psutil.Process().children(recursive=True)
+    assert not _running_ffmpegs()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["chapter0.flac", "chapter1.flac"]
