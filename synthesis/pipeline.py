@@ -35,6 +35,9 @@ process may run on, at most 8 (a container's CPU quota does not show in its affi
 a block of ten minutes takes 5-6 s of CPU and 300-500 MiB while it runs (2-core machine, 22,050
 Hz): a worker's 32 jobs finishing together would otherwise hold up to 16 GB."""
 
+MASTERING_WAIT_POLL_SECONDS: Final = 0.5
+"""How often a job waiting for its turn to be mastered looks for a cancel or a worker's stop."""
+
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to
 fill batches, few enough that finished audio waiting to be written stays small."""
@@ -172,10 +175,13 @@ class Synthesizer:
                 segments=tuple(writer.timings),
             )
             if mastered:
-                with self._mastering:
+                self._wait_to_master(cancelled)
+                try:
                     result = finish(
                         spoken, result, encoded, request.format, request.loudness, None, cancelled=cancelled
                     )
+                finally:
+                    self._mastering.release()
             else:
                 result = replace(result, sha256=sha256_file(encoded))
             if cancelled is not None and cancelled():
@@ -183,6 +189,13 @@ class Synthesizer:
             stored = storage.put(encoded, key, CONTENT_TYPES[request.format], result.sha256)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
         return replace(result, location=stored.location, url=stored.url)
+
+    def _wait_to_master(self, cancelled: Callable[[], bool] | None) -> None:
+        """Take one of the :data:`MASTERING_AT_ONCE` places, asking ``cancelled`` (which may also
+        raise a worker's stop) while the others are taken."""
+        while not self._mastering.acquire(timeout=MASTERING_WAIT_POLL_SECONDS):
+            if cancelled is not None and cancelled():
+                raise Cancelled("the job was cancelled")
 
     def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
         """Check the request, then segment its text lazily; the first segment is made here,

@@ -186,11 +186,15 @@ def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_p
     assert sorted(path.name for path in tmp_path.iterdir()) == ["level.flac", "level.mp3", "plain.wav"]
 
 
+@pytest.mark.parametrize("places_taken", [False, True], ids=["mastering", "waiting its turn"])
 def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no-untyped-def]
-    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, places_taken: bool
 ) -> None:
+    """The cancel comes after the text is spoken: at the first block of mastering, or while
+    every place to master is taken by other jobs. Either way nothing is mastered or stored."""
     import ttsfarm.mastering
     from synthesis.batcher import Batcher
+    from synthesis.pipeline import MASTERING_AT_ONCE
 
     mastered: list[int] = []
     master = ttsfarm.mastering.master
@@ -201,14 +205,17 @@ def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no
     store.mkdir()
     asked: list[int] = []
 
-    def cancelled() -> bool:  # no while the text is spoken and after it, yes at the first block
+    def cancelled() -> bool:  # no while the text is spoken and after it, yes from then on
         asked.append(1)
         return len(asked) > 2
 
     with Batcher(lambda v: engine) as batcher:
         synthesizer = Synthesizer(batcher, temp_dir=str(temp))
+        if places_taken:
+            for _ in range(MASTERING_AT_ONCE):
+                assert synthesizer._mastering.acquire(blocking=False)
         request = JobRequest("One short sentence to master.", FAST, "flac", loudness=-18)
         with pytest.raises(Cancelled):
             synthesizer.synthesize(request, LocalStorage(store), "x.flac", cancelled=cancelled)
-    assert len(asked) == 3 and not mastered  # the segment, the end of speaking, the first block
+    assert len(asked) == 3 and not mastered  # the segment, the end of speaking, then the cancel
     assert not any(store.iterdir()) and not any(temp.iterdir())
