@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=Path, default=ROOT / "benchmarks" / "quality_texts.txt")
-    parser.add_argument("--jobs", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=12, help="at least 2")
     parser.add_argument("--loudness", type=float, default=-18.0)
     args = parser.parse_args()
     texts = [line.strip() for line in args.texts.read_text(encoding="utf-8").splitlines() if line.strip()]
-    texts = texts[: args.jobs]
+    texts = texts[: max(args.jobs, 2)]
     levels: dict[str, list[float]] = {"own level": [], f"{args.loudness:g} LUFS": []}
     print("| job | own level, LUFS | own true peak, dBTP | mastered, LUFS | mastered true peak, dBTP |")
     print("|---|---|---|---|---|")

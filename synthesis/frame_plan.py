@@ -1,6 +1,6 @@
 """The staged engine's frame buckets, and each batch's frame plan: the durations and the frame
 count its expand stage turns into which phoneme's prior every decoder frame repeats, and which
-frames are real (``synthesis.stages.expand_model``: on the GPU, on the device)."""
+frames are real (computed by ``synthesis.stages.expand_model``, on the engine's device)."""
 
 from __future__ import annotations
 

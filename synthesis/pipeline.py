@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -29,11 +31,28 @@ from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
-MASTERING_AT_ONCE: Final = max(1, min(8, cpu_count() // 2))
-"""Jobs of one process mastered at the same time (those given a loudness): half the cores this
-process may run on, at most 8 (a container's CPU quota does not show in its affinity). Mastering
-a block of ten minutes takes 5-6 s of CPU and 300-500 MiB while it runs (2-core machine, 22,050
-Hz): a worker's 32 jobs finishing together would otherwise hold up to 16 GB."""
+MASTERING_MOST_AT_ONCE: Final = 8
+"""Mastering a block of ten minutes takes about 3 s of CPU (4-5 ms per second of audio) and
+300-500 MiB while it runs (2-core machine, 22,050 Hz): a worker's 32 jobs finishing together
+would otherwise hold up to 16 GB."""
+CGROUP_CPU_LIMIT: Final = Path("/sys/fs/cgroup/cpu.max")
+"""Where Linux (cgroup v2) states a container's CPU limit: ``QUOTA PERIOD`` or ``max PERIOD``."""
+
+
+def cpus_allowed() -> int:
+    """The CPUs this process may use: those it may run on, and no more than its container's CPU
+    limit (``cpus:`` in compose), which does not show in the former."""
+    cpus = cpu_count()
+    try:
+        quota, period = CGROUP_CPU_LIMIT.read_text().split()
+        return max(1, min(cpus, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):  # no cgroup v2 here, or no limit ("max")
+        return cpus
+
+
+MASTERING_AT_ONCE: Final = max(1, min(MASTERING_MOST_AT_ONCE, cpus_allowed() // 2))
+"""Jobs of one process mastered at the same time (those given a loudness): half the CPUs it may
+use, and at most :data:`MASTERING_MOST_AT_ONCE`."""
 
 MASTERING_WAIT_POLL_SECONDS: Final = 0.5
 """How often a job waiting for its turn to be mastered looks for a cancel or a worker's stop."""

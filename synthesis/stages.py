@@ -316,8 +316,9 @@ def _frame_plan_nodes() -> list[onnx.NodeProto]:
     2**24; CUDA sums floats along the last axis without a copy, integers it copies to floats
     first). That takes 5 bytes per element while expand runs: 26 MB at 32 rows x 1,024 frames x
     160 ids, 262 MB at the most a run of several items takes (``max_batch_frames`` 131,072 x 400
-    ids). Every op has CUDA kernels for its types. A frame past its row's length points at the
-    row's first id and is masked.
+    ids). The row totals are a ReduceSum on int64, over the durations only (``rows x ids``). Every
+    op has CUDA kernels for its types. A frame past its row's length points at the row's first id
+    and is masked.
     """
     node = helper.make_node
     return [

@@ -219,3 +219,22 @@ def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no
             synthesizer.synthesize(request, LocalStorage(store), "x.flac", cancelled=cancelled)
     assert len(asked) == 3 and not mastered  # the segment, the end of speaking, then the cancel
     assert not any(store.iterdir()) and not any(temp.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"), [("max 100000", None), ("150000 100000", 2), ("50000 100000", 1), ("bad", None)]
+)
+def test_a_containers_cpu_limit_bounds_the_cpus_a_process_may_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str, expected: int | None
+) -> None:
+    """cgroup v2's ``cpu.max`` (``cpus: 1.5`` in compose is ``150000 100000``) counts, where a
+    container has one; without a limit (or a file) the CPUs the process may run on."""
+    from synthesis import pipeline
+    from synthesis.sessions import cpu_count
+
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text(f"{limit}\n")
+    monkeypatch.setattr(pipeline, "CGROUP_CPU_LIMIT", cpu_max)
+    assert pipeline.cpus_allowed() == (cpu_count() if expected is None else min(expected, cpu_count()))
+    monkeypatch.setattr(pipeline, "CGROUP_CPU_LIMIT", tmp_path / "none")
+    assert pipeline.cpus_allowed() == cpu_count()

@@ -242,6 +242,8 @@ def _ffmpeg(
         *arguments,
     ]
     log.debug("ffmpeg: %s", command)
+    if stop is not None and stop.is_set():
+        raise Cancelled(f"ffmpeg was stopped before it could {what}")
     try:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     except OSError as error:
