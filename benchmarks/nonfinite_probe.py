@@ -56,7 +56,9 @@ FIRST_BAD_SHOWN = 8
 def waveform_inputs(engine: StagedEngine, items: list[EngineItem], scales: Scales) -> dict[str, np.ndarray]:
     """The waveform stage's inputs for this batch, as the staged engine makes them, on the host."""
     front = engine._run_front(items, scales)
-    binding = engine._expand_binding(front, engine._frame_plan(front.durations), scales.noise_scale)
+    binding = engine._expand_binding(
+        front, engine._frame_plan(front.durations, front.durations.sum(axis=1)), scales.noise_scale
+    )
     names = engine.stages.names
     outputs = [names.prior, names.mask, *names.extras]
     for name in outputs:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -32,27 +30,16 @@ from ttsfarm.voices import Voice, resolve_voice
 log = logging.getLogger(__name__)
 
 MASTERING_MOST_AT_ONCE: Final = 8
-"""Mastering a block of ten minutes takes about 3 s of CPU (4-5 ms per second of audio) and
-300-500 MiB while it runs (2-core machine, 22,050 Hz): a worker's 32 jobs finishing together
-would otherwise hold up to 16 GB."""
-CGROUP_CPU_LIMIT: Final = Path("/sys/fs/cgroup/cpu.max")
-"""Where Linux (cgroup v2) states a container's CPU limit: ``QUOTA PERIOD`` or ``max PERIOD``."""
+"""Mastering a block of ten minutes takes 3.5-4.6 s of CPU and raises the process's peak memory by
+about 510 MiB while it runs (2-core machine, 22,050 Hz; docs/deploy.md): a worker's 32 jobs
+finishing together would otherwise hold about 16 GB."""
 
 
-def cpus_allowed() -> int:
-    """The CPUs this process may use: those it may run on, and no more than its container's CPU
-    limit (``cpus:`` in compose), which does not show in the former."""
-    cpus = cpu_count()
-    try:
-        quota, period = CGROUP_CPU_LIMIT.read_text().split()
-        return max(1, min(cpus, math.ceil(int(quota) / int(period))))
-    except (OSError, ValueError):  # no cgroup v2 here, or no limit ("max")
-        return cpus
+def mastering_places() -> int:
+    """Jobs of one process mastered at the same time (those given a loudness): half the CPUs it
+    may use, and at most :data:`MASTERING_MOST_AT_ONCE`."""
+    return max(1, min(MASTERING_MOST_AT_ONCE, cpu_count() // 2))
 
-
-MASTERING_AT_ONCE: Final = max(1, min(MASTERING_MOST_AT_ONCE, cpus_allowed() // 2))
-"""Jobs of one process mastered at the same time (those given a loudness): half the CPUs it may
-use, and at most :data:`MASTERING_MOST_AT_ONCE`."""
 
 MASTERING_WAIT_POLL_SECONDS: Final = 0.5
 """How often a job waiting for its turn to be mastered looks for a cancel or a worker's stop."""
@@ -96,7 +83,8 @@ class Synthesizer:
         self._preloads_lock = threading.Lock()
         self._voices: dict[str, Voice] = {}
         self._voices_lock = threading.Lock()
-        self._mastering = threading.BoundedSemaphore(MASTERING_AT_ONCE)
+        self.mastering_places = mastering_places()
+        self._mastering = threading.BoundedSemaphore(self.mastering_places)
 
     def close(self) -> None:
         """Stop the batcher and the text processes; jobs still running fail."""
@@ -182,35 +170,41 @@ class Synthesizer:
                 writer.close()
             if cancelled is not None and cancelled():
                 raise Cancelled("the job was cancelled")
-            result = JobResult(
-                job_id=request.job_id,
-                location=str(spoken),
-                url=None,
-                format=request.format,
-                sample_rate=voice.sample_rate,
-                duration=writer.duration,
-                size=spoken.stat().st_size,
-                sha256="",
-                segments=tuple(writer.timings),
-            )
-            if mastered:
+            if mastered:  # farm jobs are not tagged, mastered or not
                 self._wait_to_master(cancelled)
                 try:
-                    result = finish(
-                        spoken, result, encoded, request.format, request.loudness, None, cancelled=cancelled
+                    finish(
+                        spoken,
+                        writer.timings,
+                        encoded,
+                        request.format,
+                        request.loudness,
+                        None,
+                        cancelled=cancelled,
                     )
                 finally:
                     self._mastering.release()
-            else:
-                result = replace(result, sha256=sha256_file(encoded))
-            if cancelled is not None and cancelled():
-                raise Cancelled("the job was cancelled")
-            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], result.sha256)
+                if cancelled is not None and cancelled():
+                    raise Cancelled("the job was cancelled")
+            digest = sha256_file(encoded)
+            size = encoded.stat().st_size
+            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
-        return replace(result, location=stored.location, url=stored.url)
+        return JobResult(
+            job_id=request.job_id,
+            location=stored.location,
+            url=stored.url,
+            format=request.format,
+            sample_rate=voice.sample_rate,
+            duration=writer.duration,
+            size=size,
+            sha256=digest,
+            segments=tuple(writer.timings),
+            loudness=request.loudness,
+        )
 
     def _wait_to_master(self, cancelled: Callable[[], bool] | None) -> None:
-        """Take one of the :data:`MASTERING_AT_ONCE` places, asking ``cancelled`` (which may also
+        """Take one of the :attr:`mastering_places`, asking ``cancelled`` (which may also
         raise a worker's stop) while the others are taken."""
         while not self._mastering.acquire(timeout=MASTERING_WAIT_POLL_SECONDS):
             if cancelled is not None and cancelled():

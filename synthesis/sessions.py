@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
 import onnxruntime as ort
@@ -46,11 +48,23 @@ _arena_lock = threading.Lock()
 _shared_arena_devices: dict[int, ArenaUser] = {}
 
 
+CGROUP_CPU_LIMIT: Final = Path("/sys/fs/cgroup/cpu.max")
+"""Where Linux (cgroup v2) states a container's CPU limit: ``QUOTA PERIOD``, or ``max PERIOD``."""
+
+
 def cpu_count() -> int:
+    """The CPUs this process may use: those it may run on, and no more than its container's CPU
+    limit (``cpus:`` in compose), which does not show in the former. onnxruntime's threads, a
+    GPU worker's text processes and the jobs mastered at once follow it."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = CGROUP_CPU_LIMIT.read_text().split()
+        return max(1, min(cpus, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):  # no cgroup v2 here, or no limit ("max")
+        return cpus
 
 
 def wants_cuda(provider: Provider) -> bool:

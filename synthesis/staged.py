@@ -571,16 +571,18 @@ class StagedEngine(EngineBasics):
         """The frame plan of a batch and each item's samples; ``None`` if the batch needs more
         frames than one run may take (it then runs in halves)."""
         started = time.perf_counter()
-        plan = self._frame_plan(durations)
+        totals = durations.sum(axis=1)
+        plan = self._frame_plan(durations, totals)
         self._spent(plan=time.perf_counter() - started)
         if items > 1 and plan.rows * plan.frames > self.options.max_batch_frames:
             return None
-        return plan, durations[:items].sum(axis=1) * self.voice.hop_length
+        return plan, totals[:items] * self.voice.hop_length
 
-    def _frame_plan(self, durations: np.ndarray) -> Plan:
-        """The batch's :class:`Plan`, padded to its frame bucket (with buckets)."""
+    def _frame_plan(self, durations: np.ndarray, totals: np.ndarray) -> Plan:
+        """The batch's :class:`Plan` for ``durations`` whose row sums are ``totals``, padded to
+        its frame bucket (with buckets)."""
         rows, width = durations.shape
-        frames_needed = max(int(durations.sum(axis=1).max()), 1)
+        frames_needed = max(int(totals.max()), 1)
         frames = frame_bucket(frames_needed) if self.buckets else frames_needed
         self.last_bucket = Bucket(rows, width, frames)
         return Plan(durations, frames)

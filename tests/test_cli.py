@@ -37,6 +37,8 @@ def test_synth_text_to_wav(tmp_path: Path) -> None:
     audio, rate = sf.read(tmp_path / "hello.wav")
     assert rate == 22050 and 1.0 < len(audio) / rate < 5.0
     assert "hello.wav" in run.stdout
+    size = (tmp_path / "hello.wav").stat().st_size
+    assert f"{size / 1024:.0f} KiB" in run.stdout  # the result describes the file written
 
 
 def test_synth_file_to_mp3_with_options(tmp_path: Path) -> None:

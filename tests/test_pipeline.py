@@ -194,7 +194,6 @@ def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no
     every place to master is taken by other jobs. Either way nothing is mastered or stored."""
     import ttsfarm.mastering
     from synthesis.batcher import Batcher
-    from synthesis.pipeline import MASTERING_AT_ONCE
 
     mastered: list[int] = []
     master = ttsfarm.mastering.master
@@ -212,29 +211,10 @@ def test_a_job_cancelled_while_it_is_mastered_stores_nothing(  # type: ignore[no
     with Batcher(lambda v: engine) as batcher:
         synthesizer = Synthesizer(batcher, temp_dir=str(temp))
         if places_taken:
-            for _ in range(MASTERING_AT_ONCE):
+            for _ in range(synthesizer.mastering_places):
                 assert synthesizer._mastering.acquire(blocking=False)
         request = JobRequest("One short sentence to master.", FAST, "flac", loudness=-18)
         with pytest.raises(Cancelled):
             synthesizer.synthesize(request, LocalStorage(store), "x.flac", cancelled=cancelled)
     assert len(asked) == 3 and not mastered  # the segment, the end of speaking, then the cancel
     assert not any(store.iterdir()) and not any(temp.iterdir())
-
-
-@pytest.mark.parametrize(
-    ("limit", "expected"), [("max 100000", None), ("150000 100000", 2), ("50000 100000", 1), ("bad", None)]
-)
-def test_a_containers_cpu_limit_bounds_the_cpus_a_process_may_use(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str, expected: int | None
-) -> None:
-    """cgroup v2's ``cpu.max`` (``cpus: 1.5`` in compose is ``150000 100000``) counts, where a
-    container has one; without a limit (or a file) the CPUs the process may run on."""
-    from synthesis import pipeline
-    from synthesis.sessions import cpu_count
-
-    cpu_max = tmp_path / "cpu.max"
-    cpu_max.write_text(f"{limit}\n")
-    monkeypatch.setattr(pipeline, "CGROUP_CPU_LIMIT", cpu_max)
-    assert pipeline.cpus_allowed() == (cpu_count() if expected is None else min(expected, cpu_count()))
-    monkeypatch.setattr(pipeline, "CGROUP_CPU_LIMIT", tmp_path / "none")
-    assert pipeline.cpus_allowed() == cpu_count()

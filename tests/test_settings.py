@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,22 @@ def test_a_job_is_checked_where_it_is_made() -> None:
 def test_a_client_needs_a_broker() -> None:
     with pytest.raises(SettingsError, match="no broker configured"):
         Client(Settings())
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"), [("max 100000", None), ("150000 100000", 2), ("50000 100000", 1), ("bad", None)]
+)
+def test_a_containers_cpu_limit_bounds_the_cpus_a_process_may_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str, expected: int | None
+) -> None:
+    """cgroup v2's ``cpu.max`` (``cpus: 1.5`` in compose is ``150000 100000``) counts, where a
+    container has one; without a limit (or a file) the CPUs the process may run on."""
+    from synthesis import sessions
+
+    runs_on = len(os.sched_getaffinity(0))
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text(f"{limit}\n")
+    monkeypatch.setattr(sessions, "CGROUP_CPU_LIMIT", cpu_max)
+    assert sessions.cpu_count() == (runs_on if expected is None else min(expected, runs_on))
+    monkeypatch.setattr(sessions, "CGROUP_CPU_LIMIT", tmp_path / "none")
+    assert sessions.cpu_count() == runs_on

@@ -11,16 +11,16 @@ from __future__ import annotations
 import importlib
 import itertools
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import soundfile as sf
 
 from ttsfarm.errors import Cancelled
-from ttsfarm.files import atomic_target, sha256_file
-from ttsfarm.jobs import AUDIO_FORMATS, JobResult
+from ttsfarm.files import atomic_target
+from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
@@ -60,18 +60,19 @@ def import_mastering_meanwhile() -> None:
 
 def finish(
     spoken: Path,
-    result: JobResult,
+    segments: Sequence[SegmentTiming],
     target: Path,
     audio_format: str,
     loudness: float | None,
     tags: Tags | None,
     block_seconds: float = BLOCK_SECONDS,
     cancelled: Callable[[], bool] | None = None,
-) -> JobResult:
+) -> None:
     """Write ``spoken`` (lossless) to ``target`` as ``audio_format``, normalised to ``loudness``
-    LUFS (``None`` keeps the voice's own level), tagged unless ``tags`` is ``None``; return the
-    result for ``target``. ``cancelled`` is asked between blocks (a block of ten minutes takes
-    a few seconds): :class:`Cancelled` then, and ``target`` is not written."""
+    LUFS (``None`` keeps the voice's own level) in blocks cut between ``segments``
+    (:func:`block_lengths`), tagged unless ``tags`` is ``None``. ``cancelled`` is asked between
+    blocks (a block of ten minutes takes a few seconds): :class:`Cancelled` then, and ``target``
+    is not written."""
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
         from ttsfarm.mastering import master  # deferred: `--loudness off` never imports scipy.signal
@@ -80,24 +81,21 @@ def finish(
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
             if tags is not None:
                 handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
-            for frames in block_lengths(result, rate, source.frames, block_seconds):
+            for frames in block_lengths(segments, rate, source.frames, block_seconds):
                 if cancelled is not None and cancelled():
                     raise Cancelled("the job was cancelled")
                 audio = source.read(frames, dtype="float32", always_2d=False)
                 handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
-        size, sha = temp.stat().st_size, sha256_file(temp)
-    mastered = replace(result, location=str(target), format=audio_format, size=size, sha256=sha)
-    return replace(mastered, loudness=loudness)
 
 
 def block_lengths(
-    result: JobResult, rate: int, frames: int, block_seconds: float = BLOCK_SECONDS
+    segments: Sequence[SegmentTiming], rate: int, frames: int, block_seconds: float = BLOCK_SECONDS
 ) -> list[int]:
     """Lengths, in samples, of the blocks ``frames`` is mastered in: each at most about
     ``block_seconds``, cut halfway through the pause between two segments."""
     cuts: list[int] = []
     last = 0.0
-    for before, after in itertools.pairwise(result.segments):
+    for before, after in itertools.pairwise(segments):
         if after.start - last >= block_seconds:
             last = (before.end + after.start) / 2
             cuts.append(min(frames, round(last * rate)))

@@ -10,8 +10,16 @@ from typing import Any, Final, TypeVar
 
 import click
 
+from ttsfarm.errors import InvalidInput
 from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import AUDIO_FORMATS, LOUDNESS_RANGE, JobResult, SynthesisOptions, check_text
+from ttsfarm.jobs import (
+    AUDIO_FORMATS,
+    LOUDNESS_RANGE,
+    JobResult,
+    SynthesisOptions,
+    check_loudness,
+    check_text,
+)
 from ttsfarm.settings import Settings
 
 
@@ -98,12 +106,13 @@ def loudness_option(default: str) -> Callable[[Command], Command]:
             lufs = float(value)
         except ValueError:
             raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
-        low, high = LOUDNESS_RANGE
-        if not low <= lufs <= high:
+        try:
+            return check_loudness(lufs)  # the rule every job's loudness follows
+        except InvalidInput:
+            low, high = LOUDNESS_RANGE
             raise click.BadParameter(
                 f"{value} is outside {low:g} to {high:g} LUFS: give one such as -18, or 'off'"
-            )
-        return lufs
+            ) from None
 
     return click.option(
         "--loudness",

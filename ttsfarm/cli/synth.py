@@ -16,6 +16,7 @@ from ttsfarm.cli.common import (
     text_from,
     voice_options,
 )
+from ttsfarm.files import sha256_file
 from ttsfarm.inputs import check_writable, format_for
 from ttsfarm.jobs import JobRequest, check_format
 from ttsfarm.settings import Settings
@@ -79,7 +80,11 @@ def synth(
             spoken = synthesizer.synthesize(request, LocalStorage(folder), "spoken.flac", progress=bar.update)
         target = Path(folder) / f"out.{audio_format}" if to_stdout else output
         tags = Tags(title or title_from(text), options.voice)
-        result = finish(Path(spoken.location), spoken, target, audio_format, loudness, tags)
+        finish(Path(spoken.location), spoken.segments, target, audio_format, loudness, tags)
+        size, digest = target.stat().st_size, sha256_file(target)
+        result = replace(
+            spoken, location=str(target), format=audio_format, size=size, sha256=digest, loudness=loudness
+        )
         if to_stdout:
             result = replace(result, location="standard output")
         elapsed = time.perf_counter() - started
