@@ -8,8 +8,9 @@ per GPU (held-out prose, each job rotated to start at another sentence, FLAC to 
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
 from the first submit to the last job's finish, both taken from the job records. Also
 reported: the worker's batcher counters (``celery inspect ttsfarm_stats``), with each batch's
-time split into its run and the engine's stages (ms per batch), and the CPU time of
-the worker and its text processes over the timed round. Starts its own Redis on --port.
+time split into its run and the engine's stages (ms per batch), the CPU time of
+the worker and its text processes over the timed round, the worker's peak resident memory and
+the GPU memory in use after it. Starts its own Redis on --port.
 
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
     python benchmarks/farm_gpu.py --out DIR --gpus 2 --variants staged   # one worker per GPU
@@ -140,6 +141,26 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
     return own.user + own.system, children
 
 
+def peak_memory_mib(pid: int) -> dict[str, float]:
+    """The worker's peak resident memory (``VmHWM``, its own process) and the GPU memory used on
+    the machine (nvidia-smi, where there is one), in MiB."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            found["worker_peak_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        used = subprocess.run(
+            [smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if used:
+            found["gpu_used_mib"] = float(sum(int(value) for value in used))
+    return found
+
+
 def batcher_stats(client: Client) -> dict[str, float] | None:
     """The engines' batcher counters, added up: the consumers of one engine (same host, same
     engine process) each report all of its counts, so each engine counts once."""
@@ -226,6 +247,7 @@ def measure(
             if profiler is not None:
                 profiler.wait(args.profile + 60)
         after_stats, after_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
+        timed.update(peak_memory_mib(workers[0].pid))
         if before_cpu is not None and after_cpu is not None and timed["wall_s"]:
             own, children = (
                 round((b - a) / timed["wall_s"], 2) for a, b in zip(before_cpu, after_cpu, strict=True)
@@ -291,9 +313,9 @@ def main() -> None:
     finally:
         server.terminate()
     columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
-    columns += f" (worker / text) | ms per batch: {' / '.join(STAGE_COLUMNS)}"
+    columns += f" (worker / text) | peak RSS / GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
         timed = found.get("timed", {})
         ms = timed.get("ms_per_batch", {})
@@ -302,6 +324,7 @@ def main() -> None:
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
             f"{timed.get('mean_batch')} | {timed.get('engine_busy')} | "
             f"{timed.get('worker_cores')} / {timed.get('text_cores')} | "
+            f"{timed.get('worker_peak_rss_mib')} / {timed.get('gpu_used_mib')} | "
             f"{' / '.join(str(ms.get(key, '-')) for key in STAGE_COLUMNS)} |"
         )
 
