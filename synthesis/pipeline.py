@@ -41,19 +41,6 @@ def mastering_places() -> int:
     return max(1, min(MASTERING_MOST_AT_ONCE, cpu_count() // 2))
 
 
-WRITING_MOST_AT_ONCE: Final = 4
-"""Segments one process encodes into their jobs' files at the same time. A GPU worker's 32 job
-threads otherwise all wake when a batch is done and queue for the interpreter lock with the
-batch runners (docs/benchmarks.md, run 40); a few at a time keep up with the GPU (a segment's
-encoding takes a millisecond or two, mostly without the lock)."""
-
-
-def writing_places() -> int:
-    """Segments of one process written at once: :data:`WRITING_MOST_AT_ONCE`, or as many as
-    the CPUs it may use, if fewer."""
-    return max(1, min(WRITING_MOST_AT_ONCE, cpu_count()))
-
-
 MASTERING_WAIT_POLL_SECONDS: Final = 0.5
 """How often a job waiting for its turn to be mastered looks for a cancel or a worker's stop."""
 
@@ -98,8 +85,6 @@ class Synthesizer:
         self._voices_lock = threading.Lock()
         self.mastering_places = mastering_places()
         self._mastering = threading.BoundedSemaphore(self.mastering_places)
-        self.writing_places = writing_places()
-        self._writing = threading.BoundedSemaphore(self.writing_places)
 
     def close(self) -> None:
         """Stop the batcher and the text processes; jobs still running fail."""
@@ -269,9 +254,7 @@ class Synthesizer:
             done = 0
             while in_flight:
                 segment, future = in_flight.popleft()
-                wave = future.result()
-                with self._writing:
-                    writer.append(wave, segment.text, segment.pause_after)
+                writer.append(future.result(), segment.text, segment.pause_after)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted
                 if cancelled is not None and cancelled():
