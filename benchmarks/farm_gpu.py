@@ -8,7 +8,8 @@ per GPU (held-out prose, each job rotated to start at another sentence, FLAC to 
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
 from the first submit to the last job's finish, both taken from the job records. Also
 reported: the worker's batcher counters (``celery inspect ttsfarm_stats``), with each batch's
-time split into its run and the engine's stages (ms per batch), the CPU time of
+time split into its run and the engine's stages (ms per batch), how busy the engine was (at
+least one batch running) and its runners (each run's time over runners x wall), the CPU time of
 the worker and its text processes over the timed round, the worker's peak resident memory and
 the GPU memory in use after it. Starts its own Redis on --port.
 
@@ -168,7 +169,7 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
     if not replies:
         return None
     engines = {(name.partition("@")[2], reply["engine_process"]): reply for name, reply in replies.items()}
-    keys = ("batches", "items", "busy_seconds", "run_seconds")
+    keys = ("batches", "items", "busy_seconds", "run_seconds", "runners")
     totals = {key: float(sum(reply.get(key, 0.0) for reply in engines.values())) for key in keys}
     for reply in engines.values():
         for stage, seconds in reply.get("stage_seconds", {}).items():
@@ -259,6 +260,9 @@ def measure(
             timed["batches"], timed["mean_batch"] = batches, round(items / max(batches, 1), 2)
             busy = after_stats["busy_seconds"] - before_stats["busy_seconds"]
             timed["engine_busy"] = round(busy / args.gpus / timed["wall_s"], 3) if timed["wall_s"] else None
+            running = after_stats["run_seconds"] - before_stats["run_seconds"]
+            places = after_stats["runners"] * timed["wall_s"]
+            timed["runners_busy"] = round(running / places, 3) if places else None
             timed["ms_per_batch"] = per_batch_ms(before_stats, after_stats)
         client.close()
     finally:
@@ -312,7 +316,8 @@ def main() -> None:
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
         server.terminate()
-    columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch | engine busy | cores"
+    columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch"
+    columns += " | engine / runners busy | cores"
     columns += f" (worker / text) | peak RSS / GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -322,7 +327,7 @@ def main() -> None:
         print(
             f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
-            f"{timed.get('mean_batch')} | {timed.get('engine_busy')} | "
+            f"{timed.get('mean_batch')} | {timed.get('engine_busy')} / {timed.get('runners_busy')} | "
             f"{timed.get('worker_cores')} / {timed.get('text_cores')} | "
             f"{timed.get('worker_peak_rss_mib')} / {timed.get('gpu_used_mib')} | "
             f"{' / '.join(str(ms.get(key, '-')) for key in STAGE_COLUMNS)} |"
