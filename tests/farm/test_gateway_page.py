@@ -49,6 +49,7 @@ def test_type_pick_a_voice_speak_and_play(gateway: str, redis_url: str, worker: 
         text.clear()
         text.send_keys("A person typed this, and the farm spoke it.")
         Select(driver.find_element(By.ID, "format")).select_by_visible_text("wav")
+        Select(driver.find_element(By.ID, "loudness")).select_by_value("-16")
         driver.find_element(By.ID, "speak").click()
         wait.until(
             lambda d: (
@@ -57,7 +58,7 @@ def test_type_pick_a_voice_speak_and_play(gateway: str, redis_url: str, worker: 
             )
         )
         status = driver.find_element(By.ID, "status").text
-        assert status.startswith("Done:") and "wav audio" in status, status
+        assert status.startswith("Done:") and "wav audio, mastered to -16 LUFS" in status, status
         # The browser decoded the audio: it knows its length, and it plays.
         duration = wait.until(
             lambda d: d.execute_script(
