@@ -4,24 +4,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from ttsfarm.jobs import DEFAULT_FORMAT, LOUDNESS_RANGE, MAX_TEXT_CHARS, JobStatus
 
 
 class JobCreate(BaseModel):
-    """One text to speak into one audio file."""
+    """One text to speak into one audio file. Numbers must be JSON numbers: ``true`` or ``"1.5"``
+    is refused, not read as 1 or 1.5 (``noise_scale: false`` would otherwise silently mean 0)."""
 
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(description=f"The text, at most {MAX_TEXT_CHARS:,} characters.")
     voice: str | None = Field(None, description="A voice name from GET /v1/voices; unset: the default.")
-    speaker: int | None = Field(None, description="Speaker id of a multi-speaker voice.")
-    length_scale: float | None = Field(None, description="Speaking rate: above 1 slower, below 1 faster.")
-    noise_scale: float | None = Field(None, description="Generator noise, 0 to 2; 0 is deterministic.")
-    noise_w: float | None = Field(None, description="Phoneme duration noise, 0 to 2.")
+    speaker: StrictInt | None = Field(None, description="Speaker id of a multi-speaker voice.")
+    length_scale: StrictFloat | None = Field(
+        None, description="Speaking rate: above 1 slower, below 1 faster."
+    )
+    noise_scale: StrictFloat | None = Field(None, description="Generator noise, 0 to 2; 0 is deterministic.")
+    noise_w: StrictFloat | None = Field(None, description="Phoneme duration noise, 0 to 2.")
     format: str = Field(DEFAULT_FORMAT, description="wav, flac, mp3 or ogg.")
-    loudness: float | None = Field(
+    loudness: StrictFloat | None = Field(
         None,
         description=f"Integrated loudness in LUFS ({LOUDNESS_RANGE[0]:g} to {LOUDNESS_RANGE[1]:g}) the "
         "audio is mastered to, true peaks under -1 dBTP; unset: the voice's own level.",
@@ -116,7 +119,7 @@ class SpeechRequest(BaseModel):
         "which speak with the farm's default voice."
     )
     response_format: str = Field("mp3", description="mp3, wav or flac (also ogg); not opus, aac or pcm.")
-    speed: float = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
+    speed: StrictFloat = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
     stream_format: str | None = Field(None, description="Only 'audio' (no server-sent events).")
 
