@@ -6,7 +6,8 @@ worker from the source tree in DIR, another commit, for an A/B in one run): star
 its start to "ready", warm it up with a round of jobs, then submit --jobs jobs at once
 per GPU (held-out prose, each job rotated to start at another sentence, FLAC to a local folder) and
 wait for all of them. Stored audio seconds per second is the audio of every job over the time
-from the first submit to the last job's finish, both taken from the job records. Also
+from the first submit to the last job's finish, both taken from the job records, which also
+give how many jobs were running at once on average (``jobs_running``). Also
 reported: the worker's batcher counters (``celery inspect ttsfarm_stats``), with each batch's
 time split into its run and the engine's stages (ms per batch), how busy the engine was (at
 least one batch running) and its runners (each run's time over runners x wall), the CPU time of
@@ -127,7 +128,20 @@ def run_jobs(client: Client, texts: list[str], audio_format: str) -> dict[str, A
         "audio_s": round(audio, 1),
         "wall_s": round(last - first, 2),
         "stored_audio_per_s": round(audio / (last - first), 1) if last > first else None,
+        "jobs_running": jobs_running(statuses, first, last),
     }
+
+
+def jobs_running(statuses: list[JobStatus], first: float, last: float) -> float | None:
+    """How many jobs were running at once on average (from each job's start on a worker to its
+    finish), over the middle 80% of the round: against the jobs a worker takes at once, the
+    slots lost between one job's end and the next one's start."""
+    low, high = first + 0.1 * (last - first), last - 0.1 * (last - first)
+    if high <= low:
+        return None
+    spans = [(s.started_at, s.finished_at) for s in statuses if s.started_at and s.finished_at]
+    running = sum(max(0.0, min(end, high) - max(start, low)) for start, end in spans)
+    return round(running / (high - low), 2)
 
 
 def cpu_seconds(pid: int) -> tuple[float, float] | None:
@@ -316,17 +330,18 @@ def main() -> None:
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
         server.terminate()
-    columns = "ready s | jobs | audio s | wall s | stored audio s/s | mean batch"
+    columns = "ready s | jobs | audio s | wall s | stored audio s/s | jobs running | mean batch"
     columns += " | engine / runners busy | cores"
     columns += f" (worker / text) | peak RSS / GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
         timed = found.get("timed", {})
         ms = timed.get("ms_per_batch", {})
         print(
             f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
+            f"{timed.get('jobs_running')} | "
             f"{timed.get('mean_batch')} | {timed.get('engine_busy')} / {timed.get('runners_busy')} | "
             f"{timed.get('worker_cores')} / {timed.get('text_cores')} | "
             f"{timed.get('worker_peak_rss_mib')} / {timed.get('gpu_used_mib')} | "
