@@ -158,9 +158,13 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
 
 def peak_memory_mib(pid: int) -> dict[str, float]:
     """The worker's peak resident memory (``VmHWM``, its own process) and the GPU memory used on
-    the machine (nvidia-smi, where there is one), in MiB."""
+    the whole machine, every GPU and process (nvidia-smi, where there is one), in MiB."""
     found: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # the worker is gone
+        status = ""
+    for line in status.splitlines():
         if line.startswith("VmHWM:"):
             found["worker_peak_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
     smi = shutil.which("nvidia-smi")
@@ -171,7 +175,7 @@ def peak_memory_mib(pid: int) -> dict[str, float]:
             text=True,
             check=False,
         ).stdout.split()
-        if used:
+        if used and all(value.isdigit() for value in used):  # not "[N/A]"
             found["gpu_used_mib"] = float(sum(int(value) for value in used))
     return found
 
@@ -182,7 +186,9 @@ def batcher_stats(client: Client) -> dict[str, float] | None:
     replies = client._app.control.inspect(timeout=5.0)._request("ttsfarm_stats")
     if not replies:
         return None
-    engines = {(name.partition("@")[2], reply["engine_process"]): reply for name, reply in replies.items()}
+    engines = {  # trees before the consumers' engine process: each worker its own engine
+        (name.partition("@")[2], reply.get("engine_process", name)): reply for name, reply in replies.items()
+    }
     keys = ("batches", "items", "busy_seconds", "run_seconds", "runners")
     totals = {key: float(sum(reply.get(key, 0.0) for reply in engines.values())) for key in keys}
     for reply in engines.values():
@@ -332,7 +338,7 @@ def main() -> None:
         server.terminate()
     columns = "ready s | jobs | audio s | wall s | stored audio s/s | jobs running | mean batch"
     columns += " | engine / runners busy | cores"
-    columns += f" (worker / text) | peak RSS / GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
+    columns += f" (worker / text) | peak RSS / machine's GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
