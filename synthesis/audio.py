@@ -11,6 +11,7 @@ import soundfile as sf
 
 from ttsfarm.errors import InvalidAudio
 from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
+from ttsfarm.synth_file import Tags, write_tags
 
 FADE_SECONDS: Final = 0.004
 """Raised-cosine fade at both ends of every segment, so no join can click."""
@@ -42,7 +43,9 @@ class SegmentWriter:
     one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
     the end, and the file on disk only ever holds the encoded audio."""
 
-    def __init__(self, path: Path, sample_rate: int, audio_format: str = "wav") -> None:
+    def __init__(
+        self, path: Path, sample_rate: int, audio_format: str = "wav", tags: Tags | None = None
+    ) -> None:
         self.path = path
         self.sample_rate = sample_rate
         self.frames = 0
@@ -51,6 +54,8 @@ class SegmentWriter:
         self._file = sf.SoundFile(
             path, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
         )
+        if tags is not None:
+            write_tags(self._file, tags)
 
     def append(self, wave: np.ndarray, text: str, pause_after: float) -> SegmentTiming:
         if not np.isfinite(wave).all():  # never store broken audio as if it were speech

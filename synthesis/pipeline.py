@@ -24,7 +24,7 @@ from ttsfarm.errors import Cancelled, InvalidInput
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
-from ttsfarm.synth_file import finish
+from ttsfarm.synth_file import Tags, finish
 from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,10 @@ class Synthesizer:
         key: str,
         progress: ProgressCallback | None = None,
         cancelled: Callable[[], bool] | None = None,
+        tags: Tags | None = None,
     ) -> JobResult:
-        """Speak ``request.text`` and store the encoded audio under ``key``.
+        """Speak ``request.text`` and store the encoded audio under ``key``, tagged with
+        ``tags`` if given (``ttsfarm synth``; farm jobs are not tagged).
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
@@ -162,24 +164,26 @@ class Synthesizer:
         with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
             encoded = folder / f"speech.{request.format}"
             mastered = request.loudness is not None
-            spoken = folder / "spoken.flac" if mastered else encoded  # lossless until mastered
-            writer = SegmentWriter(spoken, voice.sample_rate, "flac" if mastered else request.format)
+            if mastered:  # lossless until mastered
+                writer = SegmentWriter(folder / "spoken.flac", voice.sample_rate, "flac")
+            else:
+                writer = SegmentWriter(encoded, voice.sample_rate, request.format, tags)
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
             if cancelled is not None and cancelled():
                 raise Cancelled("the job was cancelled")
-            if mastered:  # farm jobs are not tagged, mastered or not
+            if mastered:
                 self._wait_to_master(cancelled)
                 try:
                     finish(
-                        spoken,
+                        writer.path,
                         writer.timings,
                         encoded,
                         request.format,
                         request.loudness,
-                        None,
+                        tags,
                         cancelled=cancelled,
                     )
                 finally:

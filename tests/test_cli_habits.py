@@ -56,6 +56,8 @@ def test_synth_is_normalised_tagged_and_says_its_speed_plainly(tmp_path: Path) -
     assert "the voice's own loudness" in raw.stdout.decode()
     quiet, _ = sf.read(tmp_path / "raw.wav", dtype="float32")
     assert integrated_loudness(quiet, rate) < -20  # the voice alone is quieter than books
+    with sf.SoundFile(tmp_path / "raw.wav") as tagged:  # tagged as it is written, unmastered too
+        assert (tagged.title, tagged.artist) == ("The lamp was lit at dusk. Wind came...", "joe")
 
 
 def test_help_short_option_format_choices_and_no_text(tmp_path: Path) -> None:

@@ -39,6 +39,11 @@ class Tags:
     """The voice."""
 
 
+def write_tags(handle: sf.SoundFile, tags: Tags) -> None:
+    """Tag a file open for writing: its title, the voice as artist, and this software."""
+    handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
+
+
 def title_from(text: str) -> str:
     """A title from the first words of ``text``."""
     words = text.split()
@@ -80,7 +85,7 @@ def finish(
         rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
             if tags is not None:
-                handle.title, handle.artist, handle.software = tags.title, tags.artist, SOFTWARE
+                write_tags(handle, tags)
             for frames in block_lengths(segments, rate, source.frames, block_seconds):
                 if cancelled is not None and cancelled():
                     raise Cancelled("the job was cancelled")

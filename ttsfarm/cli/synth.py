@@ -16,7 +16,6 @@ from ttsfarm.cli.common import (
     text_from,
     voice_options,
 )
-from ttsfarm.files import sha256_file
 from ttsfarm.inputs import check_writable, format_for
 from ttsfarm.jobs import JobRequest, check_format
 from ttsfarm.settings import Settings
@@ -60,7 +59,7 @@ def synth(
     from synthesis.build import local_synthesizer
     from ttsfarm.progress import ProgressBar
     from ttsfarm.storage import LocalStorage
-    from ttsfarm.synth_file import Tags, finish, import_mastering_meanwhile, title_from
+    from ttsfarm.synth_file import Tags, import_mastering_meanwhile, title_from
 
     if loudness is not None:
         import_mastering_meanwhile()
@@ -68,7 +67,8 @@ def synth(
     text = text_from(text, text_file)
     audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
     options = options_from(voice, speaker, length_scale, settings)
-    request = JobRequest(text, options, "flac")  # lossless until it is finished below
+    request = JobRequest(text, options, audio_format, loudness=loudness)
+    tags = Tags(title or title_from(text), options.voice)
     if not to_stdout:
         check_writable(output)
     with (
@@ -76,21 +76,16 @@ def synth(
         local_synthesizer(settings) as synthesizer,
     ):
         started = time.perf_counter()
+        # the pipeline masters, encodes and tags the file, then copies it into place whole
+        place = Path(folder) / f"out.{audio_format}" if to_stdout else output.resolve()
+        storage, key = LocalStorage(place.parent), place.name
         with ProgressBar("synth", disable=quiet) as bar:
-            spoken = synthesizer.synthesize(request, LocalStorage(folder), "spoken.flac", progress=bar.update)
-        target = Path(folder) / f"out.{audio_format}" if to_stdout else output
-        tags = Tags(title or title_from(text), options.voice)
-        finish(Path(spoken.location), spoken.segments, target, audio_format, loudness, tags)
-        size, digest = target.stat().st_size, sha256_file(target)
-        result = replace(
-            spoken, location=str(target), format=audio_format, size=size, sha256=digest, loudness=loudness
-        )
-        if to_stdout:
-            result = replace(result, location="standard output")
+            result = synthesizer.synthesize(request, storage, key, progress=bar.update, tags=tags)
         elapsed = time.perf_counter() - started
         if to_stdout:
-            sys.stdout.buffer.write(target.read_bytes())
+            sys.stdout.buffer.write(Path(result.location).read_bytes())
             sys.stdout.buffer.flush()
+            result = replace(result, location="standard output")
         stats = synthesizer.batcher.stats
         providers = sorted({engine.provider for engine in synthesizer.batcher.engines.values()})
     level = "the voice's own loudness" if loudness is None else f"normalised to {loudness:g} LUFS"
