@@ -20,7 +20,7 @@ from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.sessions import cpu_count
 from synthesis.text import Segment
-from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import Storage
@@ -172,8 +172,7 @@ class Synthesizer:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
-            if cancelled is not None and cancelled():
-                raise Cancelled("the job was cancelled")
+            raise_if_cancelled(cancelled)
             if mastered:
                 self._wait_to_master(cancelled)
                 try:
@@ -188,8 +187,7 @@ class Synthesizer:
                     )
                 finally:
                     self._mastering.release()
-                if cancelled is not None and cancelled():
-                    raise Cancelled("the job was cancelled")
+                raise_if_cancelled(cancelled)
             digest = sha256_file(encoded)
             size = encoded.stat().st_size
             stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
@@ -211,8 +209,7 @@ class Synthesizer:
         """Take one of the :attr:`mastering_places`, asking ``cancelled`` (which may also
         raise a worker's stop) while the others are taken."""
         while not self._mastering.acquire(timeout=MASTERING_WAIT_POLL_SECONDS):
-            if cancelled is not None and cancelled():
-                raise Cancelled("the job was cancelled")
+            raise_if_cancelled(cancelled)
 
     def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
         """Check the request, then segment its text lazily; the first segment is made here,
@@ -261,8 +258,7 @@ class Synthesizer:
                 writer.append(future.result(), segment.text, segment.pause_after)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted
-                if cancelled is not None and cancelled():
-                    raise Cancelled("the job was cancelled")
+                raise_if_cancelled(cancelled)
                 if progress is not None:
                     progress(Progress(done, count.total(), writer.duration))
         finally:

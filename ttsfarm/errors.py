@@ -26,6 +26,8 @@ Every message is written for the user: it says what went wrong and what to chang
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class TtsfarmError(Exception):
     """Base class for errors raised by ttsfarm."""
@@ -67,6 +69,12 @@ class JobFailed(PermanentError):
 
 class Cancelled(PermanentError):
     """The job was cancelled; what it had produced was thrown away."""
+
+
+def raise_if_cancelled(cancelled: Callable[[], bool] | None) -> None:
+    """Raise :class:`Cancelled` if ``cancelled`` says so (it may also raise a worker's stop)."""
+    if cancelled is not None and cancelled():
+        raise Cancelled("the job was cancelled")
 
 
 class StorageRejected(PermanentError):

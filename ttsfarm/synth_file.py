@@ -18,7 +18,7 @@ from typing import Final
 
 import soundfile as sf
 
-from ttsfarm.errors import Cancelled
+from ttsfarm.errors import raise_if_cancelled
 from ttsfarm.files import atomic_target
 from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
@@ -87,8 +87,7 @@ def finish(
             if tags is not None:
                 write_tags(handle, tags)
             for frames in block_lengths(segments, rate, source.frames, block_seconds):
-                if cancelled is not None and cancelled():
-                    raise Cancelled("the job was cancelled")
+                raise_if_cancelled(cancelled)
                 audio = source.read(frames, dtype="float32", always_2d=False)
                 handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
 
