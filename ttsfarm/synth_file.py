@@ -8,9 +8,7 @@ and each block is at the target loudness."""
 
 from __future__ import annotations
 
-import importlib
 import itertools
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,16 +51,6 @@ def title_from(text: str) -> str:
     return title + ("..." if len(words) > TITLE_WORDS else "")
 
 
-def import_mastering_meanwhile() -> None:
-    """Import the mastering code (pyloudnorm and scipy.signal: 0.7 s on a 2-core machine, a
-    third of a one-word ``synth``) in the background, while the text is spoken; :func:`finish`
-    then finds it imported, or waits for the import to end (Python's import lock)."""
-    thread = threading.Thread(
-        target=importlib.import_module, args=("ttsfarm.mastering",), name="ttsfarm-import", daemon=True
-    )
-    thread.start()
-
-
 def finish(
     spoken: Path,
     segments: Sequence[SegmentTiming],
@@ -80,7 +68,7 @@ def finish(
     is not written."""
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
-        from ttsfarm.mastering import master  # deferred: `--loudness off` never imports scipy.signal
+        from ttsfarm.mastering import master
     with sf.SoundFile(spoken) as source, atomic_target(target) as temp:
         rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:

@@ -59,10 +59,8 @@ def synth(
     from synthesis.build import local_synthesizer
     from ttsfarm.progress import ProgressBar
     from ttsfarm.storage import LocalStorage
-    from ttsfarm.synth_file import Tags, import_mastering_meanwhile, title_from
+    from ttsfarm.synth_file import Tags, title_from
 
-    if loudness is not None:
-        import_mastering_meanwhile()
     to_stdout = str(output) == "-"
     text = text_from(text, text_file)
     audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
