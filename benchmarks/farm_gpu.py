@@ -17,6 +17,7 @@ the GPU memory in use after it. Starts its own Redis on --port.
     python benchmarks/farm_gpu.py --out DIR --variants staged single --jobs 400
     python benchmarks/farm_gpu.py --out DIR --gpus 2 --variants staged   # one worker per GPU
     python benchmarks/farm_gpu.py --out DIR --variants staged --profile 15  # py-spy: DIR/profile-*.txt
+    python benchmarks/farm_gpu.py --out DIR --variants staged --loudness -18  # every job mastered
     python benchmarks/farm_gpu.py --out DIR --variants staged staged@../before staged@../before staged
     python benchmarks/farm_gpu.py --out DIR --smoke        # tiny, on the CPU
 """
@@ -114,8 +115,10 @@ def wait_all(client: Client, ids: list[str], timeout: float = 3600.0, poll: floa
     return [done.get(job_id) or client.status(job_id) for job_id in ids]
 
 
-def run_jobs(client: Client, texts: list[str], audio_format: str) -> dict[str, Any]:
-    ids = client.submit_many([JobSpec(text, format=audio_format) for text in texts])
+def run_jobs(
+    client: Client, texts: list[str], audio_format: str, loudness: float | None = None
+) -> dict[str, Any]:
+    ids = client.submit_many([JobSpec(text, format=audio_format, loudness=loudness) for text in texts])
     statuses = wait_all(client, ids)
     done = [s for s in statuses if s.result is not None]
     audio = sum(s.result.duration for s in done if s.result)
@@ -256,14 +259,14 @@ def measure(
     ready_s = max(seconds for _, seconds in started)
     try:
         client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
-        warm = run_jobs(client, job_texts(args.warmup, args.words), args.format)
+        warm = run_jobs(client, job_texts(args.warmup, args.words), args.format, args.loudness)
         before_stats, before_cpu = batcher_stats(client), cpu_seconds(workers[0].pid)
         profilers = [
             start_profile(workers[0].pid, args.out / f"profile-{label}{suffix}.txt", args.profile, gil)
             for suffix, gil in (("", False), ("-gil", True))
             if args.profile
         ]
-        timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format)
+        timed = run_jobs(client, job_texts(args.jobs * args.gpus, args.words), args.format, args.loudness)
         for profiler in profilers:
             if profiler is not None:
                 profiler.wait(args.profile + 60)
@@ -302,6 +305,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=48)
     parser.add_argument("--words", type=int, default=JOB_WORDS)
     parser.add_argument("--format", default="flac")
+    parser.add_argument(
+        "--loudness", type=float, default=None, metavar="LUFS", help="master every job to this loudness"
+    )
     parser.add_argument("--port", type=int, default=6390)
     parser.add_argument("--gpus", type=int, default=1, help="workers, one per GPU; --jobs is per GPU")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
