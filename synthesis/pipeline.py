@@ -30,9 +30,9 @@ from ttsfarm.voices import Voice, resolve_voice
 log = logging.getLogger(__name__)
 
 MASTERING_MOST_AT_ONCE: Final = 8
-"""Mastering a block of ten minutes takes 3.5-4.6 s of CPU and raises the process's peak memory by
-about 510 MiB while it runs (2-core machine, 22,050 Hz; docs/deploy.md): a worker's 32 jobs
-finishing together would otherwise hold about 16 GB."""
+"""Mastering a block of ten minutes takes about 3.2 s of CPU and raises the process's peak memory by
+about 240 MiB while it runs (2-core machine, 22,050 Hz; docs/deploy.md): a worker's 32 jobs
+finishing together would otherwise hold about 8 GB."""
 
 
 def mastering_places() -> int:
