@@ -23,7 +23,7 @@ import soundfile as sf
 
 from synthesis.build import local_synthesizer
 from ttsfarm.jobs import JobRequest
-from ttsfarm.mastering import integrated_loudness, true_peak
+from ttsfarm.loudness import integrated_loudness, true_peak
 from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
 

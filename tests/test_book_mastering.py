@@ -14,15 +14,14 @@ import soundfile as sf
 from scipy.ndimage import minimum_filter1d, uniform_filter1d  # type: ignore[import-untyped]
 from scipy.signal import resample  # type: ignore[import-untyped]
 
+from ttsfarm.loudness import envelopes, integrated_loudness, peak_envelope, spans_index, stretches, true_peak
 from ttsfarm.mastering import (
     LIMITER_WINDOW_SECONDS,
+    LimiterGain,
     db_to_linear,
-    integrated_loudness,
-    limited_true_peak,
     limiter_gain,
     master,
-    peak_envelope,
-    true_peak,
+    moving_min,
 )
 from ttsfarm.mastering import resample as resample_to
 
@@ -83,10 +82,16 @@ def test_the_meters_read_what_ffmpeg_reads(gain_db: float, tmp_path: Path) -> No
     assert true_peak(audio) == pytest.approx(peak, abs=0.11)
 
 
+def full_gain(limits: LimiterGain, length: int) -> np.ndarray:
+    gain = np.ones(length, dtype=np.float32)
+    gain[limits.index] = limits.gain
+    return gain
+
+
 def test_limiter_leaves_audio_below_the_ceiling_untouched() -> None:
     audio = speech_like(3.0) * np.float32(0.1)
     peaks = peak_envelope(audio)
-    assert np.all(limiter_gain(peaks, RATE, ceiling_db=-1.0) == 1.0)
+    assert len(limiter_gain(peaks, RATE, db_to_linear(-1.0)).index) == 0
     mastered = master(audio, RATE, target_lufs=-40.0)  # quieter: plain gain, no limiting
     ratio = mastered.audio[audio != 0] / audio[audio != 0]
     assert np.allclose(ratio, ratio[0], rtol=1e-4)
@@ -96,9 +101,9 @@ def test_limiter_leaves_audio_below_the_ceiling_untouched() -> None:
 
 def test_limiter_gain_covers_every_peak() -> None:
     rng = np.random.default_rng(3)
-    peaks = np.abs(rng.standard_normal(5000)) * 2
-    gain = limiter_gain(peaks, RATE, ceiling_db=0.0)
-    assert np.all(peaks * gain <= 1.0 + 1e-9)
+    peaks = (np.abs(rng.standard_normal(5000)) * 2).astype(np.float32)
+    gain = full_gain(limiter_gain(peaks, RATE, 1.0), len(peaks))
+    assert np.all(peaks * gain <= 1.0 + 1e-6)
     assert gain.max() <= 1.0
 
 
@@ -118,9 +123,9 @@ def test_resample_keeps_duration_and_pitch() -> None:
 
 
 def test_limiter_only_acts_near_a_peak() -> None:
-    peaks = np.full(RATE, 0.5)
+    peaks = np.full(RATE, 0.5, dtype=np.float32)
     peaks[RATE // 2] = 2.0
-    gain = limiter_gain(peaks, RATE, ceiling_db=0.0)
+    gain = full_gain(limiter_gain(peaks, RATE, 1.0), len(peaks))
     assert gain[RATE // 2] <= 0.5
     reach = np.flatnonzero(gain < 1.0)
     assert (reach.max() - reach.min()) / RATE < 0.025  # about two 10 ms windows, nothing more
@@ -130,15 +135,39 @@ def test_the_limiter_filters_only_near_peaks_and_gets_what_filtering_everything_
     audio = speech_like(6.0)
     audio[:3] = audio[-3:] = 0.2  # peaks at both ends, where the filters meet the edges
     gain_db = 24.0  # a tenth of the samples over the ceiling
-    peaks = peak_envelope(audio) * db_to_linear(gain_db)
+    peaks = peak_envelope(audio) * np.float32(db_to_linear(gain_db))
     need = np.minimum(1.0, db_to_linear(-1.3) / np.maximum(peaks, 1e-12))
     width = round(LIMITER_WINDOW_SECONDS * RATE) | 1
     everywhere = uniform_filter1d(minimum_filter1d(need, width, mode="nearest"), width, mode="nearest")
-    limiter = limiter_gain(peaks, RATE, -1.3)
+    limits = limiter_gain(peaks, RATE, db_to_linear(-1.3))
+    limiter = full_gain(limits, len(audio))
+    assert len(limits.bounds) > 1  # several stretches, filtered joined
     assert 0 < np.mean(limiter < 1.0) < 0.9 and limiter[0] < 1.0 and limiter[-1] < 1.0
-    assert np.allclose(limiter, everywhere, rtol=0, atol=1e-9)
-    limited = (audio * (limiter * db_to_linear(gain_db))).astype(np.float32)
-    # libsoxr convolves in blocks: a stretch oversampled alone rounds its float32s differently
-    # (about 3e-7 of the value) from the same samples in the whole, and the margin is not it
-    # (a reach of 512 reads the same).
-    assert limited_true_peak(limited, limiter, peaks) == pytest.approx(true_peak(limited), abs=1e-5)
+    assert np.allclose(limiter, everywhere, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("width", [1, 3, 221])
+def test_moving_min_is_the_minimum_filter(width: int) -> None:
+    values = np.random.default_rng(width).random(1000).astype(np.float32)
+    assert np.array_equal(moving_min(values, width), minimum_filter1d(values, width, mode="nearest"))
+
+
+def test_stretches_are_oversampled_as_in_the_whole() -> None:
+    audio = speech_like(2.0, seed=7)
+    bounds = stretches(np.array([5, 6, 400, 20000, len(audio) - 2]), 256, len(audio))
+    assert len(bounds) == 3  # 5, 6 and 400 share one
+    whole = peak_envelope(audio)
+    joined = envelopes(audio, bounds)
+    # libsoxr convolves in blocks: a stretch oversampled apart rounds its float32s differently
+    # (about 3e-7 of the value) from the same samples in the whole.
+    assert np.allclose(joined, whole[spans_index(bounds[:, 0], bounds[:, 1] - bounds[:, 0])], atol=1e-5)
+
+
+def test_the_first_reading_is_kept_when_the_estimate_was_right() -> None:
+    """master() estimates the loudness after limiting, then measures it: the measurement is
+    what it reports, and it is on target."""
+    audio = speech_like(20.0, seed=5)
+    mastered = master(audio, RATE, -16.0)
+    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=1e-9)
+    assert abs(mastered.loudness + 16.0) <= 0.1
+    assert mastered.true_peak == pytest.approx(true_peak(mastered.audio), abs=0.02)

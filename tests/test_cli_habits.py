@@ -14,7 +14,8 @@ import pytest
 import soundfile as sf
 
 from tests.test_cli import environment
-from ttsfarm.mastering import PEAK_CEILING_DBTP, integrated_loudness, true_peak
+from ttsfarm.loudness import integrated_loudness, true_peak
+from ttsfarm.mastering import PEAK_CEILING_DBTP
 
 
 def ttsfarm(

@@ -164,7 +164,7 @@ def test_audio_that_is_not_numbers_is_never_written(tmp_path: Path, bad: float) 
 def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_path: Path) -> None:
     """Jobs speak at the voice's own level, which moves by a few LU from text to text (joe:
     -24 to -27 LUFS on benchmarks/quality_texts.txt); a loudness brings each to one level."""
-    from ttsfarm.mastering import integrated_loudness, true_peak
+    from ttsfarm.loudness import integrated_loudness, true_peak
 
     text = "Please bring three things: a charged laptop, a pair of headphones, and a notebook."
     plain = synthesizer.synthesize(JobRequest(text, FAST), LocalStorage(tmp_path), "plain.wav")

@@ -8,7 +8,8 @@ import numpy as np
 import soundfile as sf
 
 from ttsfarm.jobs import JobResult, SegmentTiming
-from ttsfarm.mastering import PEAK_CEILING_DBTP, integrated_loudness, true_peak
+from ttsfarm.loudness import integrated_loudness, true_peak
+from ttsfarm.mastering import PEAK_CEILING_DBTP
 from ttsfarm.synth_file import Tags, block_lengths, finish
 
 RATE = 8000

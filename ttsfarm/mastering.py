@@ -1,11 +1,12 @@
-"""Loudness mastering: every chapter brought to one integrated loudness (ITU-R BS.1770 /
-EBU R128, measured by libebur128, the reference implementation, which reads what ffmpeg's
-``ebur128`` filter reads) with true peaks (4x oversampled by libsoxr) kept under a ceiling by a
-look-ahead limiter. Pure functions on float arrays; no files here.
+"""Loudness mastering: audio brought to one integrated loudness (ITU-R BS.1770 / EBU R128, as
+``ttsfarm.loudness`` measures it) with true peaks kept under a ceiling by a look-ahead limiter.
+Pure functions on float arrays; no files here.
 
-Both libraries are compiled code that imports in a tenth of a second: mastering 125 s of speech
-costs about a third of what pyloudnorm and scipy cost (import included, `docs/benchmarks.md`),
-which is what a one-off `ttsfarm synth` and a worker mastering every job both pay."""
+The audio is measured once. Its block energies give the loudness at any gain without another
+pass, and only the stretches around its loudest samples are oversampled for true peaks
+(:data:`~ttsfarm.loudness.INTERSAMPLE_HEADROOM_DB`); the limiter's effect on each block is
+estimated from those stretches. The result is measured once more, in full, and that reading is
+what the caller gets. ``benchmarks/mastering_cost.py`` prints the CPU time per audio second."""
 
 from __future__ import annotations
 
@@ -14,8 +15,21 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-import pyebur128
 import soxr
+
+from ttsfarm.loudness import (
+    BLOCK_HOPS,
+    INTERSAMPLE_HEADROOM_DB,
+    block_energies,
+    envelopes,
+    gated_loudness,
+    hop_samples,
+    integrated_loudness,
+    spans_index,
+    stretches,
+    to_db,
+    true_peak,
+)
 
 TARGET_LUFS: Final = -18.0
 """Integrated loudness of every chapter: a common target for spoken word."""
@@ -26,18 +40,16 @@ LIMITER_MARGIN_DB: Final = 0.3
 LIMITER_WINDOW_SECONDS: Final = 0.010
 """Look-ahead and smoothing of the limiter's gain: short enough to leave speech intact,
 long enough not to distort a 100 Hz voice."""
-TRUE_PEAK_OVERSAMPLING: Final = 4
-OVERSAMPLING_QUALITY: Final = "HQ"
-"""libsoxr's high quality (20-bit) filter, linear phase: an input sample's peak lands on its 4x
-position."""
-TRUE_PEAK_REACH: Final = 128
-"""Samples on each side that a 4x-oversampled value depends on: libsoxr's ``HQ`` filter reaches
-97 input samples either way (an impulse's response above 1e-7); 128 leaves room."""
 LOUDNESS_TOLERANCE_LU: Final = 0.1
 MAX_PASSES: Final = 4
-"""Gain then limit, re-measured: limiting lowers loudness a little, so a few passes settle."""
-BLOCK_SECONDS: Final = 0.4
-"""The BS.1770 gating block: shorter audio is padded with silence to be measured."""
+"""Gain then limit, re-estimated: limiting lowers loudness a little, so a few passes settle."""
+MAX_MEASURED_PASSES: Final = 3
+"""Full measurements of the result at most: a second only when the estimate missed."""
+GAIN_ALLOWANCE_DB: Final = 1.0
+"""The stretches oversampled for peaks cover gains up to this much over the first estimate
+(limiting lowers the loudness, so the gain rises a little from pass to pass)."""
+MIN_SLOPE: Final = 0.25
+"""The least loudness (LU) a dB of gain is taken to add, however hard the limiter works."""
 SILENCE_LUFS: Final = -70.0
 
 
@@ -54,76 +66,127 @@ class Mastered:
     """Gain applied before limiting, dB."""
 
 
+@dataclass(frozen=True)
+class LimiterGain:
+    """The limiter's gain where it is not 1: over the stretches ``bounds`` (rows of start, end),
+    joined in order in ``gain``; ``index`` holds their samples' positions in the audio."""
+
+    bounds: np.ndarray
+    index: np.ndarray
+    gain: np.ndarray
+
+
 def db_to_linear(db: float) -> float:
     return float(10 ** (db / 20))
 
 
-def integrated_loudness(audio: np.ndarray, rate: int) -> float:
-    """Integrated loudness in LUFS; ``-inf`` for silence."""
-    block = math.ceil(BLOCK_SECONDS * rate) + 1
-    if len(audio) < block:
-        audio = np.concatenate([audio, np.zeros(block - len(audio), dtype=audio.dtype)])
-    samples = np.ascontiguousarray(audio, dtype=np.float32)
-    meter = pyebur128.R128State(1, rate, pyebur128.MeasurementMode.MODE_I)
-    meter.add_frames(samples, len(samples))
-    return float(pyebur128.get_loudness_global(meter))
+def master(
+    audio: np.ndarray, rate: int, target_lufs: float = TARGET_LUFS, ceiling_db: float = PEAK_CEILING_DBTP
+) -> Mastered:
+    """Bring ``audio`` to ``target_lufs`` with true peaks under ``ceiling_db``."""
+    source = np.ascontiguousarray(audio, dtype=np.float32)
+    energies = block_energies(source, rate)
+    loudness = gated_loudness(energies)
+    if not math.isfinite(loudness) or loudness < SILENCE_LUFS:
+        return Mastered(source, loudness, true_peak(source), 0.0)
+    aim = db_to_linear(ceiling_db - LIMITER_MARGIN_DB)
+    hops = _HopEnergies(source, rate)
+    gain = target_lufs - loudness
+    peaks = _LoudPeaks(source, aim, gain + GAIN_ALLOWANCE_DB)
+    steps = _GainSteps(target_lufs)
+    for _ in range(MAX_MEASURED_PASSES):
+        for _ in range(MAX_PASSES):
+            limits = limiter_gain(peaks.at(gain), rate, aim / db_to_linear(gain))
+            estimate = gated_loudness(energies * hops.ratios(limits), gain)
+            if abs(estimate - target_lufs) <= LOUDNESS_TOLERANCE_LU:
+                break
+            gain = steps.next(gain, estimate)
+        else:  # the last pass moved the gain: limit at the gain the audio gets
+            limits = limiter_gain(peaks.at(gain), rate, aim / db_to_linear(gain))
+        mastered = source * np.float32(db_to_linear(gain))
+        mastered[limits.index] *= limits.gain
+        loudness = integrated_loudness(mastered, rate)
+        if abs(loudness - target_lufs) <= LOUDNESS_TOLERANCE_LU:
+            break
+        gain = steps.next(gain, loudness)  # the estimate missed: once more from the measurement
+    peak = _peak_after(mastered, peaks.at(gain), db_to_linear(gain), limits, aim)
+    if peak > ceiling_db - LIMITER_MARGIN_DB / 2:  # the smoothed gain can leave a sliver over
+        mastered *= np.float32(db_to_linear(ceiling_db - LIMITER_MARGIN_DB / 2 - peak))
+        loudness, peak = integrated_loudness(mastered, rate), true_peak(mastered)
+    return Mastered(mastered, loudness, peak, gain)
 
 
-def true_peak(audio: np.ndarray) -> float:
-    """The highest peak of ``audio`` oversampled 4 times, and never under its highest sample (as
-    libebur128 reads it), in dBTP (``-inf`` for silence)."""
-    if not len(audio):
-        return -math.inf
-    oversampled = oversample(audio)
-    peak = max(  # no |x| copy of 4x the audio
-        float(oversampled.max()), -float(oversampled.min()), float(audio.max()), -float(audio.min())
-    )
-    return 20 * math.log10(peak) if peak > 0 else -math.inf
+class _GainSteps:
+    """The next gain to try, from the loudness the last ones gave: under heavy limiting a dB of
+    gain adds less than a dB of loudness, so the step follows the slope seen so far."""
+
+    def __init__(self, target: float) -> None:
+        self.target = target
+        self.last: tuple[float, float] | None = None
+
+    def next(self, gain: float, loudness: float) -> float:
+        slope = 1.0
+        if self.last is not None and gain != self.last[0]:
+            slope = min(1.0, max(MIN_SLOPE, (loudness - self.last[1]) / (gain - self.last[0])))
+        self.last = (gain, loudness)
+        return gain + (self.target - loudness) / slope
 
 
-def oversample(audio: np.ndarray) -> np.ndarray:
-    """``audio`` at :data:`TRUE_PEAK_OVERSAMPLING` times its rate, as float32 (the rate itself
-    does not matter: only the ratio does)."""
-    samples = np.ascontiguousarray(audio, dtype=np.float32)
-    oversampled: np.ndarray = soxr.resample(samples, 1, TRUE_PEAK_OVERSAMPLING, quality=OVERSAMPLING_QUALITY)
-    return oversampled
+class _LoudPeaks:
+    """The true-peak envelope of the source around every sample that a gain up to ``gain_db``
+    could bring near ``aim``, and around its loudest sample (the reported peak); zero elsewhere.
+    Made again for a louder gain."""
+
+    def __init__(self, source: np.ndarray, aim: float, gain_db: float) -> None:
+        self.source, self.aim = source, aim
+        self.loudest = float(np.abs(source).max())
+        self._make(gain_db)
+
+    def _make(self, gain_db: float) -> None:
+        level = min(self.aim / db_to_linear(gain_db), self.loudest) * db_to_linear(-INTERSAMPLE_HEADROOM_DB)
+        bounds = stretches(np.flatnonzero(np.abs(self.source) >= level), STRETCH_MARGIN, len(self.source))
+        self.peaks = np.zeros(len(self.source), dtype=np.float32)
+        self.peaks[spans_index(bounds[:, 0], bounds[:, 1] - bounds[:, 0])] = envelopes(self.source, bounds)
+        self.reach = gain_db
+
+    def at(self, gain_db: float) -> np.ndarray:
+        """The envelope, good for ``gain_db``."""
+        if gain_db > self.reach:  # heavy limiting: the gain keeps rising, so leave more room
+            self._make(gain_db + 3 * GAIN_ALLOWANCE_DB)
+        return self.peaks
 
 
-def peak_envelope(audio: np.ndarray) -> np.ndarray:
-    """Each sample's true peak: the largest magnitude among the sample itself and its
-    4x-oversampled values. libsoxr's filter passes 91% of the band, so a lone spike (which
-    reaches to the top of it) comes out lower than the sample: the sample counts too."""
-    oversampled = oversample(audio)
-    peaks: np.ndarray = np.abs(audio).astype(np.float32)
-    for phase in range(TRUE_PEAK_OVERSAMPLING):  # one phase at a time: 13x faster than a row max
-        np.maximum(peaks, np.abs(oversampled[phase::TRUE_PEAK_OVERSAMPLING]), out=peaks)
-    return peaks
+STRETCH_MARGIN: Final = 256
+"""Samples kept around each loud sample when oversampling: more than the filter's reach."""
 
 
-def limiter_gain(peaks: np.ndarray, rate: int, ceiling_db: float) -> np.ndarray:
-    """Per-sample gain that brings every peak in ``peaks`` under ``ceiling_db``.
+def limiter_gain(peaks: np.ndarray, rate: int, level: float) -> LimiterGain:
+    """The gain that brings every value of ``peaks`` under ``level``, where it is not 1.
 
     The gain each sample needs is spread over a window on both sides (a minimum filter) and
     then smoothed by a moving average of the same width: the average of values that are all
     at most the need at a peak cannot exceed it, so every peak gets at least its reduction.
-    Both filters reach one window to each side, so the gain is 1 more than a window away
-    from any peak over the ceiling: only the stretches around those peaks are filtered
-    (a tenth of the time of filtering all of a chapter of speech).
-    """
-    need = np.minimum(1.0, db_to_linear(ceiling_db) / np.maximum(peaks, 1e-12))
+    Both filters reach one window to each side, so the gain is 1 more than a window away from
+    any peak over ``level``. Each stretch keeps two windows of ones at either end, so the
+    stretches are filtered joined, as one, and each comes out as it would alone."""
     width = max(1, round(LIMITER_WINDOW_SECONDS * rate)) | 1
-    gain: np.ndarray = np.ones_like(need)
-    for start, end in stretches(np.flatnonzero(need < 1.0), 2 * width, len(need)):
-        near = need[start:end]  # ones for two windows at either end, as outside it
-        gain[start:end] = moving_mean(moving_min(near, width), width)
-    return gain
+    bounds = stretches(np.flatnonzero(peaks > level), 2 * width, len(peaks))
+    index = spans_index(bounds[:, 0], bounds[:, 1] - bounds[:, 0])
+    need = np.minimum(np.float32(1.0), np.float32(level) / np.maximum(peaks[index], np.float32(1e-12)))
+    gain = moving_mean(moving_min(need, width), width) if len(need) else need
+    return LimiterGain(bounds, index, gain)
 
 
 def moving_min(values: np.ndarray, width: int) -> np.ndarray:
-    """The minimum of each ``width`` (odd) values centred on each one, the ends repeated outward."""
+    """The minimum of each ``width`` (odd) values centred on each one, the ends repeated outward
+    (van Herk and Gil-Werman: running minima within blocks of ``width``, three passes)."""
     half = width // 2
-    padded = np.pad(values, half, mode="edge")
-    minimum: np.ndarray = np.lib.stride_tricks.sliding_window_view(padded, width).min(axis=1)
+    padded = np.pad(values, (half, half + (-(len(values) + 2 * half)) % width), mode="edge")
+    blocks = padded.reshape(-1, width)
+    prefix = np.minimum.accumulate(blocks, axis=1).ravel()
+    suffix = np.minimum.accumulate(blocks[:, ::-1], axis=1)[:, ::-1].ravel()
+    count = len(values)
+    minimum: np.ndarray = np.minimum(suffix[:count], prefix[width - 1 : width - 1 + count])
     return minimum
 
 
@@ -136,74 +199,48 @@ def moving_mean(values: np.ndarray, width: int) -> np.ndarray:
     return mean
 
 
-def stretches(indices: np.ndarray, margin: int, length: int) -> list[tuple[int, int]]:
-    """``[start, end)`` ranges holding every index of ``indices`` (sorted) with ``margin``
-    samples on both sides, clipped to ``length``; ranges closer than that are merged, so each
-    one's margins hold none of the others' indices."""
-    if not len(indices):
-        return []
-    gaps = np.flatnonzero(np.diff(indices) > 2 * margin)
-    firsts, lasts = indices[np.r_[0, gaps + 1]], indices[np.r_[gaps, len(indices) - 1]]
-    return [
-        (max(0, int(first) - margin), min(length, int(last) + margin + 1))
-        for first, last in zip(firsts, lasts, strict=True)
-    ]
+class _HopEnergies:
+    """The source's energy in each 100 ms hop, to estimate how limiting changes each gating
+    block's energy: by the share of the block's energy the limiter takes away."""
+
+    def __init__(self, source: np.ndarray, rate: int) -> None:
+        self.hop = hop_samples(rate)
+        hops = max(BLOCK_HOPS, len(source) // self.hop)  # short audio is measured padded
+        self.source = source
+        squares = np.zeros(hops * self.hop, dtype=np.float32)
+        usable = min(len(source), len(squares))
+        np.square(source[:usable], out=squares[:usable])
+        self.energy = squares.reshape(hops, self.hop).sum(axis=1, dtype=np.float64)
+
+    def ratios(self, limits: LimiterGain) -> np.ndarray:
+        """Each block's energy after limiting over its energy before (1 where untouched)."""
+        counted = limits.index < len(self.energy) * self.hop  # a last, partial hop is in no block
+        index = limits.index[counted]
+        squares = self.source[index].astype(np.float64) ** 2
+        lost = squares * (limits.gain[counted].astype(np.float64) ** 2 - 1.0)
+        removed = np.bincount(index // self.hop, lost, minlength=len(self.energy))
+        before, after = _block_sums(self.energy), _block_sums(self.energy + removed)
+        ratios: np.ndarray = np.divide(after, before, out=np.ones_like(before), where=before > 0)
+        return ratios
 
 
-def master(
-    audio: np.ndarray, rate: int, target_lufs: float = TARGET_LUFS, ceiling_db: float = PEAK_CEILING_DBTP
-) -> Mastered:
-    """Bring ``audio`` to ``target_lufs`` with true peaks under ``ceiling_db``."""
-    source = audio.astype(np.float32)
-    loudness = integrated_loudness(source, rate)
-    if not math.isfinite(loudness) or loudness < SILENCE_LUFS:
-        return Mastered(source, loudness, true_peak(source), 0.0)
-    peaks = peak_envelope(source)  # peaks scale with gain: measure them once
-    highest = float(peaks.max())
-    limit = db_to_linear(ceiling_db - LIMITER_MARGIN_DB)
-    total_gain = 0.0
-    audio = source
-    limiter: np.ndarray | None = None
-    for _ in range(MAX_PASSES):
-        total_gain += target_lufs - loudness
-        linear = db_to_linear(total_gain)
-        limiter = None
-        if highest * linear > limit:
-            limiter = limiter_gain(peaks * linear, rate, ceiling_db - LIMITER_MARGIN_DB)
-            audio = (source * (limiter * linear)).astype(np.float32)
-        else:  # no peak reaches the limiter's aim: one gain for all, nothing to smooth
-            audio = source * np.float32(linear)
-        loudness = integrated_loudness(audio, rate)
-        if abs(loudness - target_lufs) <= LOUDNESS_TOLERANCE_LU:
-            break
-    if limiter is None:  # oversampling is linear: under one gain the peak is the source's scaled
-        peak = 20 * math.log10(highest * linear)
-    else:
-        peak = limited_true_peak(audio, limiter, peaks * linear)
-    if peak > ceiling_db - LIMITER_MARGIN_DB / 2:  # the smoothed gain can leave a sliver over
-        audio = audio * np.float32(db_to_linear(ceiling_db - LIMITER_MARGIN_DB / 2 - peak))
-        loudness, peak = integrated_loudness(audio, rate), true_peak(audio)
-    return Mastered(audio, loudness, peak, total_gain)
+def _block_sums(per_hop: np.ndarray) -> np.ndarray:
+    totals = np.concatenate([[0.0], np.cumsum(per_hop)])
+    sums: np.ndarray = totals[BLOCK_HOPS:] - totals[:-BLOCK_HOPS]
+    return sums
 
 
-def limited_true_peak(audio: np.ndarray, limiter: np.ndarray, scaled_peaks: np.ndarray) -> float:
-    """The true peak of ``audio``, which is the source times a gain times ``limiter``, in dBTP.
-
-    Where the limiter is 1 for the whole reach of the oversampling filter, the audio is the
-    source under one gain, so its peaks are ``scaled_peaks``; only the stretches the limiter
-    touched are oversampled again (each with a margin, so that no edge of a cut reaches the
-    samples read from it).
-    """
-    highest = 0.0
-    untouched = np.ones(len(audio), dtype=bool)
-    for start, end in stretches(np.flatnonzero(limiter < 1.0), TRUE_PEAK_REACH, len(audio)):
-        first = max(0, start - TRUE_PEAK_REACH)
-        envelope = peak_envelope(audio[first : end + TRUE_PEAK_REACH])
-        highest = max(highest, float(envelope[start - first : end - first].max()))
-        untouched[start:end] = False
-    if untouched.any():
-        highest = max(highest, float(scaled_peaks[untouched].max()))
-    return 20 * math.log10(highest) if highest > 0 else -math.inf
+def _peak_after(
+    mastered: np.ndarray, peaks: np.ndarray, linear: float, limits: LimiterGain, aim: float
+) -> float:
+    """The true peak (dBTP) of ``mastered``: oversampled again where the limiter acted, and
+    elsewhere the source's ``peaks`` under one gain (a stretch's ends are ones for longer than
+    the oversampling filter reaches). Every sample left alone has a peak under ``aim``, so the
+    highest such sample anywhere stands for them: it is never lower, and never over ``aim``."""
+    limited = float(envelopes(mastered, limits.bounds).max(initial=0.0))
+    level = aim / linear
+    alone = float(np.max(peaks, where=peaks <= level, initial=0.0)) * linear
+    return to_db(max(limited, alone))
 
 
 def resample(audio: np.ndarray, rate: int, target_rate: int) -> np.ndarray:

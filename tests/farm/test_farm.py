@@ -180,7 +180,7 @@ def test_fetch_downloads_the_audio(client: Client, worker: WorkerProcess, tmp_pa
 def test_a_job_given_a_loudness_is_stored_at_it(
     client: Client, worker: WorkerProcess, tmp_path: Path
 ) -> None:
-    from ttsfarm.mastering import integrated_loudness, true_peak
+    from ttsfarm.loudness import integrated_loudness, true_peak
 
     text = "Margaret and her brother opened a small bakery on the corner of Willow Street."
     job_id = client.submit(text, format="flac", loudness=-19.0)

@@ -30,7 +30,7 @@ from tests.farm.conftest import (
 from ttsfarm.cli import main
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobResult, audio_key
-from ttsfarm.mastering import integrated_loudness
+from ttsfarm.loudness import integrated_loudness
 
 SENTENCE = "The gateway speaks through the farm."
 
