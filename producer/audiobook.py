@@ -1,27 +1,43 @@
-"""Audiobooks on the farm: parts of chapters become jobs, and the finished book is uploaded.
+"""Audiobooks on the farm: parts of chapters become synthesis jobs, each chapter a finish job as
+soon as its parts are spoken, and the finished book is uploaded.
 
-Each part is submitted with its content hash as idempotency key, so a rerun after an
-interrupt attaches to the job already queued or done instead of queueing a second one.
+Each part is submitted with its content hash as idempotency key, and each chapter with the hash
+of its finish request, so a rerun after an interrupt attaches to the jobs already queued or done
+instead of queueing second ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
-from producer.client import Client, JobSpec
+from producer.client import Client, JobSpec, download
 from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest
-from ttsfarm.audiobook.render import PartProgress
+from ttsfarm.audiobook.part_cache import PartCache
+from ttsfarm.audiobook.parts import Part
+from ttsfarm.audiobook.render import PartFailed, PartProgress
 from ttsfarm.breaks import estimate_segments
-from ttsfarm.errors import Cancelled
+from ttsfarm.errors import Cancelled, JobFailed, JobNotFound, StorageUnavailable, TtsfarmError
+from ttsfarm.files import sha256_file
+from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
 from ttsfarm.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
 from ttsfarm.storage import Storage
 
-FARM_CONCURRENCY: Final = 32
-"""Parts in flight on the farm at once: enough to fill several workers' batches."""
-POLL_SECONDS: Final = 0.5
+PARTS_IN_FLIGHT: Final = 512
+"""Parts queued on the farm at once: minutes of a GPU's work, so that no worker waits for this
+producer; more are queued as these are done."""
+FINISHES_AT_ONCE: Final = 16
+"""Chapters finished on the farm at once. Each holds a job place of a worker while it waits for
+one of that worker's finishing processes."""
+POLL_SECONDS: Final = 0.25
+"""How often the parts and chapters in flight are looked at (all parts in one Redis round trip)."""
 BOOKS_PREFIX: Final = "books"
 CONTENT_TYPES: Final = {
     ".m4b": "audio/mp4",
@@ -34,15 +50,23 @@ CONTENT_TYPES: Final = {
 
 
 class FarmRenderer:
-    """Renders book parts as farm jobs (see :class:`ttsfarm.audiobook.render.Renderer`)."""
+    """Renders book parts and finishes chapters as farm jobs (see
+    :class:`ttsfarm.audiobook.render.Renderer`). Parts live on the farm, under job ids made from
+    their content: a run after an interrupt finds the parts already made there, so nothing of a
+    part is kept here."""
 
-    def __init__(self, client: Client, concurrency: int = FARM_CONCURRENCY) -> None:
+    def __init__(
+        self,
+        client: Client,
+        parts_in_flight: int = PARTS_IN_FLIGHT,
+        finish_concurrency: int = FINISHES_AT_ONCE,
+    ) -> None:
         self.client = client
-        self._concurrency = concurrency
+        self.parts_in_flight = parts_in_flight
+        self._finish_concurrency = finish_concurrency
 
-    @property
-    def concurrency(self) -> int:
-        return self._concurrency
+    def sample_rate(self, voice: str) -> int:
+        return self.client.voices.check(voice, None).sample_rate
 
     def check(self, request: JobRequest) -> int:
         check_text(request.text)
@@ -50,30 +74,92 @@ class FarmRenderer:
         return estimate_segments(request.text)
 
     def render(
-        self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
-    ) -> JobResult:
-        options = request.options
-        spec = JobSpec(
-            request.text,
-            voice=options.voice,
-            speaker=options.speaker,
-            length_scale=options.length_scale,
-            format=request.format,
-            key=request.job_id,
-            noise_scale=options.noise_scale,
-            noise_w=options.noise_w,
-            loudness=request.loudness,
-        )
-        (job_id,) = self.client.submit_many([spec])
+        self,
+        parts: Sequence[tuple[Part, JobRequest]],
+        cache: PartCache,
+        progress: PartProgress,
+        stop: threading.Event,
+    ) -> Iterator[tuple[Part, JobResult]]:
+        pending = deque(parts)
+        flying: dict[str, list[Part]] = {}  # a job id, and the parts of the same text it speaks
+        try:
+            while pending or flying:
+                if stop.is_set():
+                    raise Cancelled("the audiobook was interrupted")
+                self._queue_more(pending, flying)
+                finished = False
+                for status in self.client.statuses(list(flying)):
+                    same = flying[status.job_id]
+                    for part in same:
+                        progress(part.name, status.segments_done, status.audio_seconds)
+                    if status.state == "unknown" or (
+                        status.done and (status.state != "succeeded" or status.result is not None)
+                    ):
+                        del flying[status.job_id]
+                        finished = True
+                        try:
+                            result = status.outcome()
+                        except (JobFailed, JobNotFound, Cancelled) as error:
+                            raise PartFailed(same[0], str(error)) from None
+                        for part in same:
+                            yield part, result
+                if not finished:
+                    time.sleep(POLL_SECONDS)
+        finally:  # done, failed or interrupted: nothing left running for nobody
+            for job_id in flying:
+                with contextlib.suppress(TtsfarmError):
+                    self.client.cancel(job_id)
+
+    def _queue_more(self, pending: deque[tuple[Part, JobRequest]], flying: dict[str, list[Part]]) -> None:
+        room = self.parts_in_flight - len(flying)
+        batch = [pending.popleft() for _ in range(min(room, len(pending)))]
+        if not batch:
+            return
+        ids = self.client.submit_many([_spec(request) for _, request in batch])
+        for job_id, (part, _) in zip(ids, batch, strict=True):
+            flying.setdefault(job_id, []).append(part)
+
+    @property
+    def finish_concurrency(self) -> int:
+        return self._finish_concurrency
+
+    def finish(self, request: FinishRequest, folder: Path, should_stop: Callable[[], bool]) -> JobResult:
+        job_id = self.client.submit_finish(request, key=f"finish:{request.fingerprint()}")
 
         def follow(status: JobStatus) -> None:
-            progress(status.segments_done, status.audio_seconds)
-            if not status.done and cancelled():
+            if not status.done and should_stop():
                 self.client.cancel(job_id)
                 raise Cancelled("the audiobook was interrupted")
 
-        wait_until_done(job_id, self.client.status, poll=POLL_SECONDS, on_status=follow).outcome()
-        return self.client.fetch(job_id, target)
+        result = wait_until_done(job_id, self.client.status, poll=POLL_SECONDS, on_status=follow).outcome()
+        chapter = folder / f"chapter.{result.format}"
+        download(result, chapter, self.client.audio(result))
+        pieces = []
+        for piece in result.pieces:
+            target = folder / f"chapter.{piece.codec}"
+            storage, key = self.client.locate(piece.location)
+            storage.fetch(key, target)
+            if sha256_file(target) != piece.sha256:
+                raise StorageUnavailable(
+                    f"the {piece.codec} piece of job {job_id} did not arrive whole: run again"
+                )
+            pieces.append(replace(piece, location=str(target)))
+        return replace(result, location=str(chapter), url=None, pieces=tuple(pieces))
+
+
+def _spec(request: JobRequest) -> JobSpec:
+    options = request.options
+    return JobSpec(
+        request.text,
+        voice=options.voice,
+        speaker=options.speaker,
+        length_scale=options.length_scale,
+        format=request.format,
+        key=request.job_id,
+        noise_scale=options.noise_scale,
+        noise_w=options.noise_w,
+        loudness=request.loudness,
+    )
 
 
 def upload_book(outdir: Path, manifest: Manifest, storage: Storage) -> str:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kombu.exceptions import OperationalError
 
@@ -29,9 +29,10 @@ from ttsfarm.errors import (
     SettingsError,
     StorageUnavailable,
 )
-from ttsfarm.farm.celeryconf import TASK_NAME, make_celery, queued_jobs
+from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, TASK_NAME, make_celery, queued_jobs
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.files import sha256_file
+from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import (
     POLL_SECONDS,
     SUBMITTED_AT,
@@ -45,6 +46,16 @@ from ttsfarm.jobs import (
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
 from ttsfarm.voices import VoiceCatalog
+
+
+class Queueable(Protocol):
+    """A job request as the client sends it: synthesis (``JobRequest``) or finishing."""
+
+    @property
+    def job_id(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def summary(self) -> str: ...
+    def fingerprint(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,15 @@ class Client:
         """Queue many jobs in one call (one broker connection); ids in the same order."""
         jobs = [s if isinstance(s, JobSpec) else JobSpec(s) for s in specs]
         requests = [self._request(job) for job in jobs]  # validates every text before sending any
-        keys = [job.key for job in jobs]
+        return self._queue(TASK_NAME, requests, [job.key for job in jobs])
+
+    def submit_finish(self, request: FinishRequest, key: str | None = None) -> str:
+        """Queue a finish job (a book's chapter: its parts joined, mastered and encoded on a
+        worker); returns its id. With ``key``, as :meth:`submit`."""
+        return self._queue(FINISH_TASK_NAME, [request], [key])[0]
+
+    def _queue(self, task: str, requests: Sequence[Queueable], keys: Sequence[str | None]) -> list[str]:
+        """Record and send ``requests`` as ``task`` jobs, each bound to its idempotency key."""
         ids: list[str] = []
         sending: str | None = None
         try:
@@ -143,7 +162,7 @@ class Client:
                             continue
                     sending = job_id
                     self._app.send_task(
-                        TASK_NAME,
+                        task,
                         args=[{**request.to_dict(), SUBMITTED_AT: time.time()}],
                         argsrepr=request.summary(),  # what Flower shows instead of the whole text
                         kwargsrepr="{}",
@@ -180,6 +199,10 @@ class Client:
     def status(self, job_id: str) -> JobStatus:
         """The job's state now; ``unknown`` for an id that was never submitted (or expired)."""
         return self._registry.status(job_id)
+
+    def statuses(self, job_ids: Sequence[str]) -> list[JobStatus]:
+        """The state of each job now, in order, read in one round trip."""
+        return self._registry.statuses(job_ids)
 
     def ping(self) -> None:
         """Return if the farm's Redis answers; :class:`BrokerUnavailable` if not."""
@@ -228,10 +251,14 @@ class Client:
 
     def audio(self, result: JobResult) -> tuple[Storage, str]:
         """The storage that holds a finished job's audio and its key there, from where the
-        job's worker put it (``result.location``), whatever this client's ``storage_url`` says.
+        job's worker put it (``result.location``), whatever this client's ``storage_url`` says."""
+        return self.locate(result.location)
+
+    def locate(self, location: str) -> tuple[Storage, str]:
+        """The storage that holds ``location`` (where a worker put a file) and its key there.
         Storages are made once per bucket or folder and shared by threads."""
         with self._audio_lock:  # boto3 makes clients safely from one thread at a time
-            return storage_at(result.location, self.settings, self._audio_storages)
+            return storage_at(location, self.settings, self._audio_storages)
 
     def close(self) -> None:
         self._app.close()

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import multiprocessing
-import os
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from typing import Final
 
@@ -25,6 +22,7 @@ from synthesis.phonemes import Phonemizer
 from synthesis.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter, normalize
 from ttsfarm.breaks import split_paragraphs
 from ttsfarm.errors import TransientError
+from ttsfarm.processes import HelperPool
 from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
@@ -48,35 +46,6 @@ def _segment_chunk(
     if segmenter is None:
         segmenter = _process_segmenters[key] = Segmenter(Phonemizer(voice), max_phoneme_ids)
     return list(segmenter.paragraph_segments(paragraphs, ends_text))
-
-
-def _ready() -> bool:
-    return True
-
-
-PARENT_CHECK_SECONDS: Final = 1.0
-"""How often a text process checks that the process that started it is still there."""
-
-
-def _new_pool(processes: int) -> ProcessPoolExecutor:
-    # spawn, not fork: the worker has threads and may hold a GPU context
-    context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(processes, context, initializer=_exit_with_parent, initargs=(os.getpid(),))
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Run in each text process: end it once the worker that started it is gone.
-
-    A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the pool's
-    processes keep each other's pipes open, so they would wait for work for good.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_SECONDS)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="ttsfarm-parent-watch", daemon=True).start()
 
 
 def chunk_paragraphs(paragraphs: Sequence[str], size: int = CHUNK_CHARACTERS) -> Iterator[list[str]]:
@@ -104,11 +73,12 @@ class TextFrontend:
         self.processes = processes
         self._segmenters: dict[str, Segmenter] = {}
         self._lock = threading.Lock()
-        self._pool: ProcessPoolExecutor | None = None
-        self.restarts = 0
+        self._pool = HelperPool(processes, what="text") if processes else None
+
+    @property
+    def restarts(self) -> int:
         """Times a text process died and the pool was replaced."""
-        if processes:
-            self._pool = _new_pool(processes)
+        return self._pool.restarts if self._pool is not None else 0
 
     def __enter__(self) -> TextFrontend:
         return self
@@ -119,12 +89,11 @@ class TextFrontend:
     def start(self) -> None:
         """Start the pool's processes now rather than with the first job."""
         if self._pool is not None:
-            for future in [self._pool.submit(_ready) for _ in range(self.processes)]:
-                future.result()
+            self._pool.start()
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close()
 
     def segmenter(self, voice: Voice) -> Segmenter:
         """The in-thread segmenter of ``voice``."""
@@ -140,21 +109,13 @@ class TextFrontend:
             return self.segmenter(voice).segments(text)
         return self._pooled(self._pool, voice, split_paragraphs(normalize(text)))
 
-    def _replace_broken(self, broken: ProcessPoolExecutor) -> None:
-        """A pool process died (killed, out of memory): later jobs get a new pool."""
-        with self._lock:
-            if self._pool is broken:
-                log.error("a text process died: starting a new pool of %d", self.processes)
-                broken.shutdown(wait=False, cancel_futures=True)
-                self._pool = _new_pool(self.processes)
-                self.restarts += 1
-
-    def _pooled(self, pool: ProcessPoolExecutor, voice: Voice, paragraphs: list[str]) -> Iterator[Segment]:
+    def _pooled(self, pool: HelperPool, voice: Voice, paragraphs: list[str]) -> Iterator[Segment]:
         pending: deque[Future[list[Segment]]] = deque()
+        running = pool.pool
         try:
             yield from self._in_order(pool, voice, paragraphs, pending)
-        except BrokenProcessPool:  # from submit or from a result: a process died either way
-            self._replace_broken(pool)
+        except BrokenProcessPool:  # from a result: a process died
+            pool.replace_broken(running)
             raise TransientError("a text process stopped while segmenting: retry the job") from None
         finally:
             for future in pending:
@@ -162,7 +123,7 @@ class TextFrontend:
 
     def _in_order(
         self,
-        pool: ProcessPoolExecutor,
+        pool: HelperPool,
         voice: Voice,
         paragraphs: list[str],
         pending: deque[Future[list[Segment]]],

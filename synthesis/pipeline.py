@@ -18,32 +18,19 @@ from synthesis.batcher import SegmentBatcher
 from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
-from synthesis.sessions import cpu_count
 from synthesis.text import Segment
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
+from ttsfarm.processes import HelperPool, StopFlag
 from ttsfarm.storage import Storage
-from ttsfarm.synth_file import Tags, finish
+from ttsfarm.synth_file import BLOCK_SECONDS, Tags, finish
 from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
-MASTERING_MOST_AT_ONCE: Final = 8
-"""Mastering a block of ten minutes takes about 3.2 s of CPU and raises the process's peak memory by
-about 240 MiB while it runs (2-core machine, 22,050 Hz; docs/deploy.md): a worker's 32 jobs
-finishing together would otherwise hold about 8 GB."""
-
-
-def mastering_places() -> int:
-    """Jobs of one process mastered at the same time (those given a loudness): half the CPUs it
-    may use, and at most :data:`MASTERING_MOST_AT_ONCE`."""
-    return max(1, min(MASTERING_MOST_AT_ONCE, cpu_count() // 2))
-
-
-MASTERING_WAIT_POLL_SECONDS: Final = 0.5
-"""How often a job waiting for its turn to be mastered looks for a cancel or a worker's stop."""
-
+STOP_FLAG_NAME: Final = "stop"
+"""The flag file in a job's folder that tells its mastering process to stop."""
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to
 fill batches, few enough that finished audio waiting to be written stays small."""
@@ -74,26 +61,30 @@ class Synthesizer:
         frontend: TextFrontend | None = None,
         voices_dir: str | None = None,
         temp_dir: str | None = None,
+        finishing: HelperPool | None = None,
     ) -> None:
         self.batcher = batcher
         self.frontend = frontend or TextFrontend()
         self.voices_dir = voices_dir
         self.temp_dir = temp_dir
+        self.finishing = finishing
+        """Processes that master jobs given a loudness (a worker's); ``None`` masters in the
+        job's own thread (a one-off ``ttsfarm synth``)."""
         self._preloads: dict[str, threading.Thread] = {}
         self._preloads_lock = threading.Lock()
         self._voices: dict[str, Voice] = {}
         self._voices_lock = threading.Lock()
-        self.mastering_places = mastering_places()
-        self._mastering = threading.BoundedSemaphore(self.mastering_places)
 
     def close(self) -> None:
-        """Stop the batcher and the text processes; jobs still running fail."""
+        """Stop the batcher and the helper processes; jobs still running fail."""
         with self._preloads_lock:
             preloads = list(self._preloads.values())
         for thread in preloads:  # an engine still loading finishes first: no exit mid-build
             thread.join()
         self.batcher.close()
         self.frontend.close()
+        if self.finishing is not None:
+            self.finishing.close()
 
     def preload(self, voice: Voice) -> None:
         """Start loading the voice's engine in the background, once per voice.
@@ -157,15 +148,15 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made. With a loudness the speech goes to a lossless file first, which is
+        first segment is made. With a loudness the speech goes to a WAV file first, which is
         then mastered and encoded (``ttsfarm.synth_file.finish``, in blocks: memory stays
-        bounded)."""
+        bounded), in one of the :attr:`finishing` processes where there are some."""
         voice, segments = self._stream(request, preload=True)
         with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
             encoded = folder / f"speech.{request.format}"
             mastered = request.loudness is not None
             if mastered:  # lossless until mastered
-                writer = SegmentWriter(folder / "spoken.flac", voice.sample_rate, "flac")
+                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav")
             else:
                 writer = SegmentWriter(encoded, voice.sample_rate, request.format, tags)
             try:
@@ -174,19 +165,14 @@ class Synthesizer:
                 writer.close()
             raise_if_cancelled(cancelled)
             if mastered:
-                self._wait_to_master(cancelled)
-                try:
-                    finish(
-                        writer.path,
-                        writer.timings,
-                        encoded,
-                        request.format,
-                        request.loudness,
-                        tags,
-                        cancelled=cancelled,
+                work = (writer.path, writer.timings, encoded, request.format, request.loudness, tags)
+                if self.finishing is None:
+                    finish(*work, BLOCK_SECONDS, cancelled)
+                else:
+                    stop = StopFlag(folder / STOP_FLAG_NAME)
+                    self.finishing.run(
+                        finish, *work, BLOCK_SECONDS, stop.is_set, stop=stop, cancelled=cancelled
                     )
-                finally:
-                    self._mastering.release()
                 raise_if_cancelled(cancelled)
             digest = sha256_file(encoded)
             size = encoded.stat().st_size
@@ -204,12 +190,6 @@ class Synthesizer:
             segments=tuple(writer.timings),
             loudness=request.loudness,
         )
-
-    def _wait_to_master(self, cancelled: Callable[[], bool] | None) -> None:
-        """Take one of the :attr:`mastering_places`, asking ``cancelled`` (which may also
-        raise a worker's stop) while the others are taken."""
-        while not self._mastering.acquire(timeout=MASTERING_WAIT_POLL_SECONDS):
-            raise_if_cancelled(cancelled)
 
     def _stream(self, request: JobRequest, preload: bool = False) -> tuple[Voice, Iterator[Segment]]:
         """Check the request, then segment its text lazily; the first segment is made here,

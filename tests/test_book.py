@@ -172,6 +172,6 @@ def test_srt_cues_and_ffmpeg_metadata_escaping() -> None:
     )
     from ttsfarm.audiobook.export import BookTags, ChapterMark
 
-    text = ffmetadata(BookTags("A=B; #1"), [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))])
+    text = ffmetadata(BookTags("A=B; #1"), [ChapterMark("Line\nbreak\\", 0.0, 1.5, Path("x.flac"))], 22050)
     assert "title=A\\=B\\; \\#1\n" in text
-    assert "START=0\nEND=1500\ntitle=Line\\\nbreak\\\\\n" in text
+    assert "TIMEBASE=1/22050\nSTART=0\nEND=33075\ntitle=Line\\\nbreak\\\\\n" in text

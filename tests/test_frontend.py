@@ -51,7 +51,7 @@ def test_a_killed_text_process_fails_one_job_as_transient_then_the_pool_recovers
         pooled.start()
         pool = pooled._pool
         assert pool is not None
-        for pid in list(pool._processes):  # the outer edge: the OS kills the process
+        for pid in list(pool.pool._processes):  # the outer edge: the OS kills the process
             os.kill(pid, signal.SIGKILL)
         with pytest.raises(TransientError, match="text process stopped"):
             list(pooled.segments(voice, "One sentence. Another one."))

@@ -256,6 +256,39 @@ class SegmentTiming:
 
 
 @dataclass(frozen=True)
+class EncodedPiece:
+    """A finished chapter in one lossy format, made to be joined with its neighbours by stream
+    copy (``ttsfarm.encoding``)."""
+
+    codec: str
+    location: str
+    size: int
+    sha256: str
+    loudness: float
+    """Integrated loudness of the decoded piece, LUFS."""
+    true_peak: float
+    """dBTP of the decoded piece."""
+    headroom: float = 0.0
+    """dB the chapter's peaks were limited lower for this piece, because the encoder raised a
+    peak over the ceiling (0 mostly)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EncodedPiece:
+        return cls(
+            codec=str(data["codec"]),
+            location=str(data["location"]),
+            size=int(data["size"]),
+            sha256=str(data["sha256"]),
+            loudness=float(data["loudness"]),
+            true_peak=float(data["true_peak"]),
+            headroom=float(data.get("headroom", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
 class JobResult:
     """What a finished job produced and where it is."""
 
@@ -273,10 +306,18 @@ class JobResult:
     loudness: float | None = None
     """The integrated loudness (LUFS) the audio was mastered to; ``None``: the voice's own level
     (and every result stored before jobs took a loudness)."""
+    measured_loudness: float | None = None
+    """Integrated loudness (LUFS) measured on the stored audio, where it was measured (a
+    finished chapter)."""
+    true_peak: float | None = None
+    """dBTP measured on the stored audio, where it was measured (a finished chapter)."""
+    pieces: tuple[EncodedPiece, ...] = ()
+    """A finished chapter's lossy pieces, made to be joined into the book's files."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["segments"] = [s.to_dict() for s in self.segments]
+        data["pieces"] = [p.to_dict() for p in self.pieces]
         return data
 
     @classmethod
@@ -292,6 +333,9 @@ class JobResult:
             sha256=data["sha256"],
             segments=tuple(SegmentTiming.from_dict(s) for s in data["segments"]),
             loudness=data.get("loudness"),
+            measured_loudness=data.get("measured_loudness"),
+            true_peak=data.get("true_peak"),
+            pieces=tuple(EncodedPiece.from_dict(p) for p in data.get("pieces", ())),
         )
 
 

@@ -20,6 +20,7 @@ import soxr
 from ttsfarm.loudness import (
     BLOCK_HOPS,
     INTERSAMPLE_HEADROOM_DB,
+    STRETCH_MARGIN,
     block_energies,
     envelopes,
     gated_loudness,
@@ -116,6 +117,18 @@ def master(
     return Mastered(mastered, loudness, peak, gain)
 
 
+def limit(audio: np.ndarray, rate: int, ceiling_db: float) -> np.ndarray:
+    """``audio`` with its true peaks brought under ``ceiling_db`` by the limiter alone (no gain:
+    the loudness moves only as much as the peaks it touches)."""
+    source = np.ascontiguousarray(audio, dtype=np.float32)
+    aim = db_to_linear(ceiling_db - LIMITER_MARGIN_DB)
+    peaks = _LoudPeaks(source, aim, 0.0).at(0.0)
+    limits = limiter_gain(peaks, rate, aim)
+    limited = source.copy()
+    limited[limits.index] *= limits.gain
+    return limited
+
+
 class _GainSteps:
     """The next gain to try, from the loudness the last ones gave: under heavy limiting a dB of
     gain adds less than a dB of loudness, so the step follows the slope seen so far."""
@@ -154,10 +167,6 @@ class _LoudPeaks:
         if gain_db > self.reach:  # heavy limiting: the gain keeps rising, so leave more room
             self._make(gain_db + 3 * GAIN_ALLOWANCE_DB)
         return self.peaks
-
-
-STRETCH_MARGIN: Final = 256
-"""Samples kept around each loud sample when oversampling: more than the filter's reach."""
 
 
 def limiter_gain(peaks: np.ndarray, rate: int, level: float) -> LimiterGain:

@@ -1,5 +1,5 @@
 """Terminal progress bars (tqdm on stderr): one job's segments (:class:`ProgressBar`) and a whole
-audiobook's sentences and chapters (:class:`BookProgress`), both drawn by :func:`terminal_bar`."""
+audiobook, spoken and finished (:class:`BookProgress`), both drawn by :func:`terminal_bar`."""
 
 from __future__ import annotations
 
@@ -62,16 +62,16 @@ class ProgressBar:
 
 
 class BookProgress:
-    """Counts segments ("sentences") and chapters across every part of a book, with the time
-    left. Parts report from several threads, so updates lock."""
+    """A whole audiobook in one bar. Every sentence counts twice: once when it is spoken, once when
+    its chapter is finished (mastered and encoded), so the bar reaches 100% when the last chapter
+    is finished, and its time left covers both. Parts report from several threads, so updates lock."""
 
     def __init__(self, disable: bool = False) -> None:
         self._disable = disable
         self._bar: tqdm[Any] | None = None
         self._lock = threading.Lock()
-        self._parts_left: dict[int, int] = {}
         self._part_state: dict[str, tuple[int, float]] = {}
-        self._chapters = 0
+        self._chapters = self._chapters_done = 0
         self._audio = 0.0
 
     def __enter__(self) -> BookProgress:
@@ -82,34 +82,42 @@ class BookProgress:
             self._bar.close()
 
     def start(
-        self, parts_left: dict[int, int], segments_total: int, segments_done: int, audio: float
+        self, sentences: int, spoken: int, finished: int, chapters: int, chapters_done: int, audio: float
     ) -> None:
-        """Begin counting: ``parts_left`` maps chapter number to its parts still to render."""
-        self._parts_left = dict(parts_left)
-        self._chapters = len(parts_left)
-        self._audio = audio
-        self._bar = terminal_bar("audiobook", "sentence", segments_total, segments_done, self._disable)
+        """Begin counting: ``sentences`` in the book (an estimate for parts not yet spoken),
+        ``spoken`` and ``finished`` of them done before this run."""
+        self._chapters, self._chapters_done, self._audio = chapters, chapters_done, audio
+        self._bar = terminal_bar("audiobook", "step", 2 * sentences, spoken + finished, self._disable)
         self._refresh()
 
-    def advance(self, part: str, segments: int, audio: float) -> None:
-        """A part has now ``segments`` segments and ``audio`` seconds done."""
+    def spoken(self, part: str, sentences: int, audio: float) -> None:
+        """A part has now ``sentences`` spoken, ``audio`` seconds of them."""
         with self._lock:
-            before_segments, before_audio = self._part_state.get(part, (0, 0.0))
-            self._part_state[part] = (segments, audio)
+            before_sentences, before_audio = self._part_state.get(part, (0, 0.0))
+            self._part_state[part] = (sentences, audio)
             self._audio += audio - before_audio
             if self._bar is not None:
-                self._bar.update(segments - before_segments)
+                self._bar.update(sentences - before_sentences)
             self._refresh()
 
-    def finished(self, chapter: int, part: str, segments: int, audio: float) -> None:
-        """A part is rendered and cached."""
-        self.advance(part, segments, audio)
+    def part_done(self, part: str, estimated: int, sentences: int, audio: float) -> None:
+        """A part is spoken: ``sentences`` it had, where the count began from ``estimated``."""
+        self.spoken(part, sentences, audio)
         with self._lock:
-            self._parts_left[chapter] -= 1
+            if self._bar is not None and self._bar.total is not None and sentences != estimated:
+                self._bar.total += 2 * (sentences - estimated)
+                self._refresh()
+
+    def chapter_done(self, sentences: int) -> None:
+        """A chapter of ``sentences`` is finished: mastered, encoded and kept."""
+        with self._lock:
+            self._chapters_done += 1
+            if self._bar is not None:
+                self._bar.update(sentences)
             self._refresh()
 
     def stage(self, name: str) -> None:
-        """Name what happens now (``mastering``, ``encoding``) once every part is rendered."""
+        """Name what happens now (``joining``, ``uploading``) once every chapter is finished."""
         with self._lock:
             if self._bar is not None:
                 self._bar.set_description_str(name)
@@ -118,5 +126,6 @@ class BookProgress:
     def _refresh(self) -> None:
         if self._bar is None:
             return
-        chapters_done = sum(1 for left in self._parts_left.values() if left == 0)
-        show(self._bar, f"chapters {chapters_done}/{self._chapters}, {self._audio:.0f} s audio")
+        show(
+            self._bar, f"chapters {self._chapters_done}/{self._chapters} finished, {self._audio:.0f} s audio"
+        )

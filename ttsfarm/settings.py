@@ -118,6 +118,9 @@ class Settings:
     text_processes: int | None = None
     """Processes that segment and phonemize text; unset means up to 4 on a GPU and 0 on a
     CPU (0: each job segments in its own thread)."""
+    finish_processes: int | None = None
+    """Processes that master and encode finished audio (a book's chapters, jobs given a
+    loudness), a step less urgent than the work that feeds the GPU; unset means one per CPU."""
     concurrency: int | None = None
     """Jobs one worker runs at a time; their segments share batches. Unset means 32 on a GPU
     (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
@@ -251,7 +254,7 @@ _CHOICES: Final = {
 }
 MIN_PHONEME_IDS: Final = 16
 """The shortest segment budget the text splitter works with (``synthesis.text.Segmenter``)."""
-_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "consumers")
+_AT_LEAST_ONE: Final = ("max_batch", "batch_runners", "concurrent_runs", "consumers", "finish_processes")
 _NOT_NEGATIVE: Final = (
     "text_processes",
     "cpu_threads",

@@ -59,13 +59,13 @@ def finish(
     loudness: float | None,
     tags: Tags | None,
     block_seconds: float = BLOCK_SECONDS,
-    cancelled: Callable[[], bool] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> None:
     """Write ``spoken`` (lossless) to ``target`` as ``audio_format``, normalised to ``loudness``
     LUFS (``None`` keeps the voice's own level) in blocks cut between ``segments``
-    (:func:`block_lengths`), tagged unless ``tags`` is ``None``. ``cancelled`` is asked between
-    blocks (a block of ten minutes takes a few seconds): :class:`Cancelled` then, and ``target``
-    is not written."""
+    (:func:`block_lengths`), tagged unless ``tags`` is ``None``. ``should_stop`` is asked
+    between blocks (a block of ten minutes takes about a second): :class:`Cancelled` then, and
+    ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.processes``)."""
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
         from ttsfarm.mastering import master
@@ -75,7 +75,7 @@ def finish(
             if tags is not None:
                 write_tags(handle, tags)
             for frames in block_lengths(segments, rate, source.frames, block_seconds):
-                raise_if_cancelled(cancelled)
+                raise_if_cancelled(should_stop)
                 audio = source.read(frames, dtype="float32", always_2d=False)
                 handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
 

@@ -1,6 +1,6 @@
-"""Running one farm job: the plain-Python body behind the Celery task.
+"""Running one farm job: the plain-Python body behind the Celery tasks.
 
-Idempotent: the result is stored beside the audio (``<job_id>.json``) after the audio; a job
+Idempotent: the result is stored beside the output (``<job_id>.json``) after the output; a job
 delivered again after it finished (a worker died before acknowledging) returns that result
 without synthesizing or writing anything a second time.
 """
@@ -45,6 +45,11 @@ class _Throttle:
         return False
 
 
+Work = Callable[[Callable[[Progress], None], Callable[[], bool]], JobResult]
+"""A job's work: given a progress callback and the cancel check, it stores its output and
+returns the result."""
+
+
 def run_job(
     request: JobRequest,
     synthesizer: Synthesizer,
@@ -52,13 +57,28 @@ def run_job(
     registry: JobRegistry,
     stopping: Callable[[], bool] | None = None,
 ) -> JobResult:
-    """Synthesize ``request`` into storage, keeping the registry up to date.
+    """Synthesize ``request`` into storage, keeping the registry up to date (:func:`run_recorded`)."""
+    key = audio_key(request.job_id, request.format)
+
+    def work(progress: Callable[[Progress], None], cancelled: Callable[[], bool]) -> JobResult:
+        return synthesizer.synthesize(request, storage, key, progress, cancelled)
+
+    return run_recorded(request.job_id, work, storage, registry, stopping)
+
+
+def run_recorded(
+    job_id: str,
+    work: Work,
+    storage: Storage,
+    registry: JobRegistry,
+    stopping: Callable[[], bool] | None = None,
+) -> JobResult:
+    """Run a job's ``work``, keeping the registry up to date, and store its result beside its output.
 
     Raises :class:`Cancelled` when the job was cancelled, :class:`WorkerStopping` (before any
-    audio is stored) once ``stopping()`` is true, and lets permanent and transient errors
+    output is stored) once ``stopping()`` is true, and lets permanent and transient errors
     through for the caller to record or retry.
     """
-    job_id = request.job_id
     recorded = registry.status(job_id)  # one read: the state, the attempts, a cancel request
     if recorded.state == "succeeded" and recorded.result is not None:
         log.info("job %s was already done: returning its recorded result", job_id)
@@ -99,9 +119,7 @@ def run_job(
             cancel_seen = bool(best_effort(registry.cancel_requested, job_id))
         return cancel_seen
 
-    result = synthesizer.synthesize(
-        request, storage, audio_key(job_id, request.format), on_progress, cancelled
-    )
+    result = work(on_progress, cancelled)
     storage.put_bytes(json.dumps(result.to_dict()).encode(), result_key(job_id), "application/json")
     until_recorded(registry.succeeded, job_id, result)
     return result

@@ -15,7 +15,7 @@ from synthesis.scratch import sweep
 from ttsfarm.farm.celeryconf import queued_jobs
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.settings import Settings
-from ttsfarm.storage import Storage, open_storage
+from ttsfarm.storage import Storage, open_storage, storage_at
 from worker.health import EngineHealth
 from worker.leases import Leases
 from worker.metrics import WorkerMetrics, start_metrics
@@ -38,6 +38,8 @@ class WorkerResources:
         self._storage: Storage | None = None
         self._registry: JobRegistry | None = None
         self._leases: Leases | None = None
+        self._sources: dict[str, Storage] = {}
+        self._sources_lock = threading.Lock()
         self.stopping = threading.Event()
         """Set once a stop's grace ran out: running jobs go back to the queue."""
         self.health: EngineHealth | None = None
@@ -82,6 +84,12 @@ class WorkerResources:
             if self._storage is None:
                 self._storage = open_storage(self.settings, create_bucket=True)
             return self._storage
+
+    def locate(self, location: str) -> tuple[Storage, str]:
+        """The storage that holds ``location`` (a part a finish job reads) and its key there,
+        opened once per bucket or folder."""
+        with self._sources_lock:  # boto3 makes clients safely from one thread at a time
+            return storage_at(location, self.settings, self._sources)
 
     def _queue_length(self) -> int:
         return queued_jobs(self.app, self.settings.queue)

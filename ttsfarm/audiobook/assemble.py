@@ -1,38 +1,36 @@
-"""From rendered parts to the finished book: chapters joined, mastered and written, then the
-whole-book files and, last, the manifest. Everything here is deterministic, so the same parts
-always give the same book."""
+"""From finished chapters to the finished book: each chapter's files put in place, the whole-book
+files joined from the chapters' pieces and, last, the manifest. Everything here is deterministic,
+so the same chapters always give the same book."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 import mutagen
-import numpy as np
-import soundfile as sf
 
 from ttsfarm.audiobook.book import Book, Chapter
-from ttsfarm.audiobook.export import M4B_BITRATE, MP3_BITRATE, BookTags, ChapterMark, encode_book, srt
+from ttsfarm.audiobook.chapters import ChapterPlan
+from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book, srt
 from ttsfarm.audiobook.manifest import MANIFEST_VERSION, ChapterEntry, Manifest, OutputFile
 from ttsfarm.audiobook.parts import Part
+from ttsfarm.encoding import BITRATE, PIECE_CODECS
 from ttsfarm.errors import PermanentError
-from ttsfarm.files import atomic_target, slug, write_atomic
-from ttsfarm.jobs import JobResult, SegmentTiming
-from ttsfarm.mastering import LIMITER_MARGIN_DB, PEAK_CEILING_DBTP, master, resample
+from ttsfarm.files import slug, write_atomic, write_error
+from ttsfarm.finisher import CHAPTER_FORMAT
+from ttsfarm.finishing import FINISH_VERSION, HEAD_SILENCE, PIECE_FORMATS, TAIL_SILENCE
+from ttsfarm.jobs import EncodedPiece, JobResult, SegmentTiming
+from ttsfarm.mastering import LIMITER_MARGIN_DB, PEAK_CEILING_DBTP
 
 log = logging.getLogger(__name__)
 
 CHAPTERS_FOLDER: Final = "chapters"
-CHAPTER_FORMAT: Final = "flac"
-"""Chapter files stay lossless; the ``.m4b`` and ``.mp3`` are the compressed copies."""
-HEAD_SILENCE: Final = 0.5
-"""Seconds of silence before a chapter's first word."""
-TAIL_SILENCE: Final = 1.5
-"""Seconds of silence after its last word, so chapters do not run into each other."""
 BOOK_FALLBACK_NAME: Final = "book"
 CHAPTER_FALLBACK_NAME: Final = "chapter"
 COVER_NAME: Final = "cover"
@@ -52,7 +50,7 @@ def book_key(book: Book, parts: Sequence[Sequence[Part]], target_lufs: float) ->
         "target_lufs": target_lufs,
         "ceiling": [PEAK_CEILING_DBTP, LIMITER_MARGIN_DB],
         "silence": [HEAD_SILENCE, TAIL_SILENCE],
-        "encoding": [CHAPTER_FORMAT, M4B_BITRATE, MP3_BITRATE],
+        "encoding": [FINISH_VERSION, CHAPTER_FORMAT, BITRATE, *PIECE_FORMATS],
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -67,72 +65,70 @@ def chapter_stem(chapter: Chapter, chapters: int) -> str:
     return f"{CHAPTERS_FOLDER}/{chapter.number:0{width}d}-{slug(chapter.title, CHAPTER_FALLBACK_NAME)}"
 
 
-def join_parts(
-    parts: Sequence[Part], results: Mapping[str, JobResult], rate: int
-) -> tuple[np.ndarray, list[SegmentTiming]]:
-    """One chapter's audio (with its head and tail silence) and its segment times."""
-    pieces: list[np.ndarray] = [np.zeros(round(HEAD_SILENCE * rate), dtype=np.float32)]
-    timings: list[SegmentTiming] = []
-    offset = len(pieces[0])
-    for n, part in enumerate(parts):
-        result = results[part.name]
-        audio, part_rate = sf.read(result.location, dtype="float32", always_2d=False)
-        audio = resample(audio, part_rate, rate)
-        shift = offset / rate
-        timings += [SegmentTiming(s.text, s.start + shift, s.end + shift) for s in result.segments]
-        pause = part.pause_after if n < len(parts) - 1 else TAIL_SILENCE
-        pieces += [audio, np.zeros(round(pause * rate), dtype=np.float32)]
-        offset += len(audio) + len(pieces[-1])
-    return np.concatenate(pieces), timings
-
-
 def assemble(
     book: Book,
-    parts: Sequence[Sequence[Part]],
-    results: Mapping[str, JobResult],
+    plans: Sequence[ChapterPlan],
+    finished: Mapping[int, JobResult],
     outdir: Path,
     key: str,
     target_lufs: float,
+    rate: int,
 ) -> Manifest:
-    """Write every file of the book into ``outdir``, the manifest last, and return it."""
-    rate = max(r.sample_rate for r in results.values())
+    """Write every file of the book into ``outdir``, the manifest last, and return it.
+    ``finished`` holds each chapter's finished files (by chapter number)."""
     entries: list[ChapterEntry] = []
     marks: list[ChapterMark] = []
     cues: list[SegmentTiming] = []
     start = 0.0
-    for chapter, chapter_parts in zip(book.chapters, parts, strict=True):
-        audio, timings = join_parts(chapter_parts, results, rate)
-        mastered = master(audio, rate, target_lufs)
-        log.info(
-            "chapter %s: gain %+.1f dB, %.1f LUFS, %.1f dBTP",
-            chapter.number,
-            mastered.gain,
-            mastered.loudness,
-            mastered.true_peak,
-        )
+    for plan in plans:
+        chapter, done = plan.chapter, finished[plan.chapter.number]
         stem = chapter_stem(chapter, len(book.chapters))
         audio_name, srt_name = f"{stem}.{CHAPTER_FORMAT}", f"{stem}.srt"
-        with atomic_target(outdir / audio_name) as temp:
-            sf.write(temp, mastered.audio, rate, format="FLAC", subtype="PCM_16")
-        write_atomic(outdir / srt_name, srt(timings).encode("utf-8"))
-        duration = len(mastered.audio) / rate
+        place(Path(done.location), outdir / audio_name)
+        write_atomic(outdir / srt_name, srt(done.segments).encode("utf-8"))
         entries.append(
             ChapterEntry(
                 number=chapter.number,
                 title=chapter.title,
                 start=start,
-                duration=duration,
-                audio=OutputFile.of(outdir, audio_name, duration),
+                duration=done.duration,
+                audio=OutputFile.of(outdir, audio_name, done.duration),
                 subtitles=OutputFile.of(outdir, srt_name),
-                loudness=round(mastered.loudness, 2),
-                true_peak=round(mastered.true_peak, 2),
-                sentences=tuple(timings),
+                loudness=round(_measured(done.measured_loudness), 2),
+                true_peak=round(_measured(done.true_peak), 2),
+                sentences=done.segments,
             )
         )
-        marks.append(ChapterMark(chapter.title, start, start + duration, outdir / audio_name))
-        cues += [SegmentTiming(t.text, t.start + start, t.end + start) for t in timings]
-        start += duration
-    return _finish(book, outdir, key, target_lufs, rate, start, entries, marks, cues)
+        marks.append(ChapterMark(chapter.title, start, start + done.duration, outdir / audio_name))
+        cues += [SegmentTiming(t.text, t.start + start, t.end + start) for t in done.segments]
+        start += done.duration
+    chapters = [finished[plan.chapter.number] for plan in plans]
+    return _finish(book, outdir, key, target_lufs, rate, start, entries, marks, cues, chapters)
+
+
+def _measured(value: float | None) -> float:
+    if value is None:
+        raise ValueError("a finished chapter without its measured loudness and peak")
+    return value
+
+
+def place(source: Path, target: Path) -> None:
+    """Put ``source`` at ``target`` (a hard link where the disk allows, else a copy), whole or
+    not at all."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and os.path.samefile(source, target):
+        return  # there already (and renaming a link over itself would leave the temp name)
+    temp = target.with_name(f".{target.name}.placing")
+    temp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(source, temp)
+        except OSError:  # another disk, or links not allowed: a copy does
+            shutil.copyfile(source, temp)
+        os.replace(temp, target)
+    except OSError as error:
+        temp.unlink(missing_ok=True)
+        raise write_error(target, error) from None
 
 
 def _finish(
@@ -145,21 +141,34 @@ def _finish(
     entries: list[ChapterEntry],
     marks: list[ChapterMark],
     cues: list[SegmentTiming],
+    chapters: list[JobResult],
 ) -> Manifest:
     stem = book_stem(book)
-    m4b, mp3, subtitles = f"{stem}.m4b", f"{stem}.mp3", f"{stem}.srt"
+    names = {codec: f"{stem}.{PIECE_CODECS[codec].book_format}" for codec in PIECE_FORMATS}
+    subtitles = f"{stem}.srt"
     write_atomic(outdir / subtitles, srt(cues).encode("utf-8"))
     info = book.info
     cover = f"{COVER_NAME}.{info.cover.extension}" if info.cover else None
     if info.cover is not None and cover is not None:
         write_atomic(outdir / cover, info.cover.data)
     tags = BookTags(book.title, info.author, info.narrator, info.year)
-    peaks = encode_book(tags, marks, outdir / m4b, outdir / mp3, outdir / cover if cover else None)
+    pieces = {codec: [_piece(chapter, codec) for chapter in chapters] for codec in PIECE_FORMATS}
+    targets = {codec: outdir / name for codec, name in names.items()}
+    join_book(
+        tags,
+        marks,
+        {c: [Path(p.location) for p in ps] for c, ps in pieces.items()},
+        targets,
+        rate,
+        outdir / cover if cover else None,
+    )
     files = {
-        "m4b": OutputFile.of(outdir, m4b, _decoded_length(outdir / m4b), round(peaks["m4b"], 2)),
-        "mp3": OutputFile.of(outdir, mp3, _decoded_length(outdir / mp3), round(peaks["mp3"], 2)),
-        "srt": OutputFile.of(outdir, subtitles),
+        PIECE_CODECS[codec].book_format: OutputFile.of(
+            outdir, name, _decoded_length(outdir / name), round(max(p.true_peak for p in pieces[codec]), 2)
+        )
+        for codec, name in names.items()
     }
+    files["srt"] = OutputFile.of(outdir, subtitles)
     if cover is not None:
         files["cover"] = OutputFile.of(outdir, cover)
     manifest = Manifest(
@@ -177,6 +186,13 @@ def _finish(
     )
     manifest.write(outdir)
     return manifest
+
+
+def _piece(chapter: JobResult, codec: str) -> EncodedPiece:
+    for piece in chapter.pieces:
+        if piece.codec == codec:
+            return piece
+    raise PermanentError(f"chapter {chapter.job_id} was finished without its {codec} piece: make it again")
 
 
 def _decoded_length(path: Path) -> float:

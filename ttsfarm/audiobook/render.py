@@ -1,39 +1,55 @@
 """Renderers: the one hook between the audiobook builder and whatever makes the audio.
 
-The builder hands a renderer one part at a time (from up to ``concurrency`` threads) and
-caches what comes back, so a renderer needs no state of its own about the book.
-:class:`LocalRenderer` speaks parts in this process; a farm renderer submits each part as a
-job (``request.job_id`` is a stable idempotency key: the same part gets the same id on every
-run), waits for it and fetches the audio to ``target``.
+The builder hands a renderer a book's parts to speak, then each chapter to finish as soon as its
+parts are spoken, so chapters are mastered and encoded while later parts are still spoken.
+:class:`LocalRenderer` speaks parts in this process and finishes chapters in a pool of helper
+processes; a farm renderer (``producer.audiobook``) submits both as farm jobs, whose ids are
+stable keys: the same part or chapter gets the same job on every run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
+from ttsfarm.audiobook.part_cache import PartCache
+from ttsfarm.audiobook.parts import Part
 from ttsfarm.breaks import estimate_segments
+from ttsfarm.errors import PermanentError
+from ttsfarm.finisher import finish_chapter
+from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import JobRequest, JobResult
+from ttsfarm.processes import HelperPool, StopFlag
 from ttsfarm.storage import LocalStorage
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Progress, Synthesizer
 
-PartProgress = Callable[[int, float], None]
-"""Called as a part advances: (segments done so far, seconds of audio so far)."""
+PartProgress = Callable[[str, int, float], None]
+"""Called as a part advances: (the part's name, segments done so far, seconds of audio so far)."""
 
 LOCAL_CONCURRENCY: Final = 2
 """Parts spoken at once in-process: their segments share batches, and one part's encoding
 overlaps the next one's synthesis."""
+STOP_FLAG_NAME: Final = "stop"
+
+
+class PartFailed(PermanentError):
+    """A part could not be made; :attr:`part` says which (the builder names its place in the book)."""
+
+    def __init__(self, part: Part, message: str) -> None:
+        super().__init__(message)
+        self.part = part
 
 
 class Renderer(Protocol):
-    """Turns one part's text into one lossless audio file with per-segment times."""
+    """Speaks parts into lossless audio with per-segment times, and finishes chapters."""
 
-    @property
-    def concurrency(self) -> int:
-        """How many parts the builder may hand over at once."""
+    def sample_rate(self, voice: str) -> int:
+        """The rate of ``voice`` (a :class:`~ttsfarm.errors.VoiceNotFound` if there is none)."""
         ...
 
     def check(self, request: JobRequest) -> int:
@@ -43,37 +59,88 @@ class Renderer(Protocol):
         ...
 
     def render(
-        self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
-    ) -> JobResult:
-        """Write ``request`` as ``request.format`` audio to ``target`` and return its result.
+        self,
+        parts: Sequence[tuple[Part, JobRequest]],
+        cache: PartCache,
+        progress: PartProgress,
+        stop: threading.Event,
+    ) -> Iterator[tuple[Part, JobResult]]:
+        """Speak every part, yielding each with its result as it is done (in any order); a part
+        that fails raises :class:`PartFailed`. A renderer that makes parts here keeps them in
+        ``cache``. Once ``stop`` is set, or the caller stops iterating, parts in progress stop."""
+        ...
 
-        Segment times in the result are relative to the start of the file. The builder moves
-        ``target`` into its cache afterwards; a renderer must not keep it open. Stop early
-        (raise :class:`~ttsfarm.errors.Cancelled`) once ``cancelled()`` returns true."""
+    @property
+    def finish_concurrency(self) -> int:
+        """How many chapters the builder may hand to :meth:`finish` at once."""
+        ...
+
+    def finish(self, request: FinishRequest, folder: Path, should_stop: Callable[[], bool]) -> JobResult:
+        """Finish one chapter (``ttsfarm.finisher``); the result's files are in ``folder``.
+        Stops (:class:`~ttsfarm.errors.Cancelled`) once ``should_stop()`` returns true."""
         ...
 
 
 class LocalRenderer:
-    """Speaks parts with this process's synthesizer."""
+    """Speaks parts with this process's synthesizer; finishes chapters in helper processes."""
 
-    def __init__(self, synthesizer: Synthesizer, concurrency: int = LOCAL_CONCURRENCY) -> None:
+    def __init__(
+        self, synthesizer: Synthesizer, finishing: HelperPool, concurrency: int = LOCAL_CONCURRENCY
+    ) -> None:
         self.synthesizer = synthesizer
-        self._concurrency = concurrency
+        self.finishing = finishing
+        self.concurrency = concurrency
 
-    @property
-    def concurrency(self) -> int:
-        return self._concurrency
+    def sample_rate(self, voice: str) -> int:
+        return self.synthesizer.voice(voice).sample_rate
 
     def check(self, request: JobRequest) -> int:
         self.synthesizer.check(request)
         return estimate_segments(request.text)
 
     def render(
-        self, request: JobRequest, target: Path, progress: PartProgress, cancelled: Callable[[], bool]
-    ) -> JobResult:
-        def report(state: Progress) -> None:
-            progress(state.segments_done, state.audio_seconds)
+        self,
+        parts: Sequence[tuple[Part, JobRequest]],
+        cache: PartCache,
+        progress: PartProgress,
+        stop: threading.Event,
+    ) -> Iterator[tuple[Part, JobResult]]:
+        abandoned = threading.Event()  # the caller stopped iterating: parts in progress stop too
 
-        return self.synthesizer.synthesize(
-            request, LocalStorage(target.parent), target.name, progress=report, cancelled=cancelled
+        def halted() -> bool:
+            return stop.is_set() or abandoned.is_set()
+
+        def speak(part: Part, request: JobRequest) -> JobResult:
+            def report(state: Progress) -> None:
+                progress(part.name, state.segments_done, state.audio_seconds)
+
+            target = cache.temp_path(part)
+            try:
+                result = self.synthesizer.synthesize(
+                    request, LocalStorage(target.parent), target.name, progress=report, cancelled=halted
+                )
+                return cache.store(part, target, result)
+            finally:
+                target.unlink(missing_ok=True)
+
+        executor = ThreadPoolExecutor(max(1, self.concurrency), thread_name_prefix="ttsfarm-part")
+        try:
+            futures: dict[Future[JobResult], Part] = {
+                executor.submit(speak, part, request): part for part, request in parts
+            }
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:  # done, failed, interrupted or abandoned: parts in progress stop, none is kept half made
+            abandoned.set()
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def finish_concurrency(self) -> int:
+        return self.finishing.processes
+
+    def finish(self, request: FinishRequest, folder: Path, should_stop: Callable[[], bool]) -> JobResult:
+        sources = [Path(part.location) for part in request.parts]
+        flag = StopFlag(folder / STOP_FLAG_NAME)
+        return self.finishing.run(
+            finish_chapter, request, sources, folder, flag.is_set, stop=flag, cancelled=should_stop
         )

@@ -97,15 +97,19 @@ def audiobook(
 
             with Client(settings) as client, BookProgress(disable=quiet) as progress:
                 report = build_audiobook(book, outdir, FarmRenderer(client), book_file, target, progress)
+                progress.stage("uploading")
                 uploaded = upload_book(outdir, report.manifest, client.storage)
         else:
-            from synthesis.build import local_synthesizer
+            from synthesis.build import finishing_pool, local_synthesizer
             from ttsfarm.audiobook.render import LocalRenderer
 
-            with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
-                report = build_audiobook(
-                    book, outdir, LocalRenderer(synthesizer), book_file, target, progress
-                )
+            finishing = finishing_pool(settings)
+            try:
+                with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
+                    renderer = LocalRenderer(synthesizer, finishing)
+                    report = build_audiobook(book, outdir, renderer, book_file, target, progress)
+            finally:
+                finishing.close()
     except KeyboardInterrupt:
         kept, total, seconds = cached_so_far(book, outdir)
         click.echo(

@@ -26,6 +26,8 @@ from ttsfarm.errors import SettingsError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
+FINISH_TASK_NAME: Final = "ttsfarm.finish"
+"""A book's chapter: its parts joined, mastered and encoded (``ttsfarm.finishing``)."""
 MAX_RETRIES: Final = 6
 """Retries of a job after a transient error, waiting ``retry_backoff_seconds`` (2 s) then 4, 8,
 16, 32, 64 s: about two minutes in all, so a storage or broker outage of a minute costs no job."""

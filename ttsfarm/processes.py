@@ -1,0 +1,164 @@
+"""Pools of helper processes: work that would hold a worker's interpreter lock runs in them.
+
+The text front end segments and phonemizes in one pool (espeak-ng and pysbd hold the lock);
+mastering and encoding finished audio run in another (libebur128 and NumPy hold it, ffmpeg is a
+process anyway). A pool's processes are started fresh (``spawn``: the worker has threads and
+may hold a GPU context), end with the process that started them however it ends, and may run at
+a lower priority, so that the work feeding the GPU always comes first.
+
+A task is told to stop through a flag file (:class:`StopFlag`): a pool's processes share no
+memory with the job thread that waits for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Final, ParamSpec, TypeVar
+
+from ttsfarm.errors import TransientError, raise_if_cancelled
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+PARENT_CHECK_SECONDS: Final = 1.0
+"""How often a pool process checks that the process that started it is still there."""
+STOP_POLL_SECONDS: Final = 0.5
+"""How often a caller waiting for a pool's task asks whether it should stop."""
+
+
+def new_pool(processes: int, niceness: int = 0) -> ProcessPoolExecutor:
+    """A pool of ``processes`` fresh interpreters that end with this process, each ``niceness``
+    steps less urgent than it."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        processes, context, initializer=_start_helper, initargs=(os.getpid(), niceness)
+    )
+
+
+def _start_helper(parent: int, niceness: int) -> None:
+    """Run in each pool process: lower its priority, and end it once the process that started
+    it is gone. A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the
+    pool's processes keep each other's pipes open, so they would wait for work for good."""
+    if niceness:
+        os.nice(niceness)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="ttsfarm-parent-watch", daemon=True).start()
+
+
+def _ready() -> bool:
+    return True
+
+
+class StopFlag:
+    """A file whose presence tells a task in another process to stop. The task is handed
+    :meth:`is_set` and asks it between its steps."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def set(self) -> None:
+        self.path.touch()
+
+    def is_set(self) -> bool:
+        return self.path.exists()
+
+
+class HelperPool:
+    """A pool of helper processes shared by a process's threads; a pool whose process died is
+    replaced, and the task that saw it die fails as a :class:`TransientError` (retried)."""
+
+    def __init__(self, processes: int, niceness: int = 0, what: str = "helper") -> None:
+        if processes < 1:
+            raise ValueError("a pool needs at least one process")
+        self.processes, self.niceness, self.what = processes, niceness, what
+        self._lock = threading.Lock()
+        self._pool = new_pool(processes, niceness)
+        self._places = threading.BoundedSemaphore(processes)
+        """Tasks of :meth:`run` in the pool at once: one per process, so a task handed over
+        starts at once, and one that waits for its turn waits here, where it can be cancelled."""
+        self.restarts = 0
+        """Times a process died and the pool was replaced."""
+
+    def start(self) -> None:
+        """Start every process now rather than with the first task."""
+        for future in [self._pool.submit(_ready) for _ in range(self.processes)]:
+            future.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Queue ``work`` for the pool (a pool found broken is replaced first)."""
+        with self._lock:
+            pool = self._pool
+        try:
+            return pool.submit(work, *args, **kwargs)
+        except BrokenProcessPool:
+            self.replace_broken(pool)
+            raise TransientError(f"a {self.what} process stopped: try again") from None
+
+    def run(
+        self,
+        work: Callable[..., T],
+        *args: object,
+        stop: StopFlag | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> T:
+        """Run ``work(*args)`` in the pool and return what it returns. While it waits, it asks
+        ``cancelled`` (which may raise a worker's stop too) every half second; then ``stop`` is
+        set, and once the task has stopped at its next step (so that it leaves nothing behind in
+        folders the caller removes), :class:`Cancelled` is raised."""
+        while not self._places.acquire(timeout=STOP_POLL_SECONDS if cancelled else None):
+            raise_if_cancelled(cancelled)  # waiting for a free process: nothing to stop yet
+        try:
+            future = self.submit(work, *args)
+        except BaseException:
+            self._places.release()
+            raise
+        future.add_done_callback(lambda _: self._places.release())
+        try:
+            while True:
+                try:
+                    return future.result(timeout=STOP_POLL_SECONDS if cancelled else None)
+                except FutureTimeout:
+                    if cancelled is not None:
+                        raise_if_cancelled(cancelled)
+        except BrokenProcessPool:
+            self.replace_broken(self._pool)
+            raise TransientError(f"a {self.what} process stopped while working: try again") from None
+        except BaseException:
+            if not future.cancel():  # running: it stops at its next step
+                if stop is not None:
+                    stop.set()
+                wait([future])
+            raise
+
+    def replace_broken(self, broken: ProcessPoolExecutor) -> None:
+        """A process died (killed, out of memory): later tasks get a new pool."""
+        with self._lock:
+            if self._pool is broken:
+                log.error("a %s process died: starting a new pool of %d", self.what, self.processes)
+                broken.shutdown(wait=False, cancel_futures=True)
+                self._pool = new_pool(self.processes, self.niceness)
+                self.restarts += 1
+
+    @property
+    def pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            return self._pool

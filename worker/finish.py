@@ -1,0 +1,84 @@
+"""A finish job on a worker: the chapter's parts fetched from storage, finished in one of the
+worker's finishing processes (``ttsfarm.finisher``), and the chapter's files stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Final
+
+from synthesis.scratch import job_folder
+from ttsfarm.encoding import PIECE_CODECS
+from ttsfarm.errors import PermanentError, raise_if_cancelled
+from ttsfarm.files import sha256_file
+from ttsfarm.finisher import finish_chapter
+from ttsfarm.finishing import FinishRequest, PartAudio
+from ttsfarm.jobs import CONTENT_TYPES, JobResult, audio_key
+from ttsfarm.processes import HelperPool, StopFlag
+from ttsfarm.storage import Storage
+
+FETCHES_AT_ONCE: Final = 8
+"""Parts of one chapter downloaded at the same time."""
+STOP_FLAG_NAME: Final = "stop"
+
+Locate = Callable[[str], tuple[Storage, str]]
+"""The storage that holds a location (a part's result says where it is), and the key there."""
+
+
+def finish_here(
+    request: FinishRequest,
+    pool: HelperPool,
+    storage: Storage,
+    locate: Locate,
+    cancelled: Callable[[], bool],
+    temp_dir: str | None = None,
+) -> JobResult:
+    """Fetch the parts, finish the chapter in ``pool`` and store its files in ``storage``; the
+    result names where they are."""
+    with job_folder(temp_dir) as folder:  # locked to this process: swept if it is killed
+        sources = _fetch_parts(request.parts, folder, locate, cancelled)
+        out = folder / "out"
+        out.mkdir()
+        stop = StopFlag(folder / STOP_FLAG_NAME)
+        finished = pool.run(
+            finish_chapter, request, sources, out, stop.is_set, stop=stop, cancelled=cancelled
+        )
+        raise_if_cancelled(cancelled)
+        chapter = storage.put(
+            Path(finished.location),
+            audio_key(request.job_id, finished.format),
+            CONTENT_TYPES[finished.format],
+            finished.sha256,
+        )
+        pieces = []
+        for piece in finished.pieces:
+            key = audio_key(request.job_id, piece.codec)
+            stored = storage.put(
+                Path(piece.location), key, PIECE_CODECS[piece.codec].content_type, piece.sha256
+            )
+            pieces.append(replace(piece, location=stored.location))
+    return replace(finished, location=chapter.location, url=chapter.url, pieces=tuple(pieces))
+
+
+def _fetch_parts(
+    parts: tuple[PartAudio, ...], folder: Path, locate: Locate, cancelled: Callable[[], bool]
+) -> list[Path]:
+    """Download every part into ``folder``, each checked against its SHA-256."""
+
+    def fetch(numbered: tuple[int, PartAudio]) -> Path:
+        number, part = numbered
+        raise_if_cancelled(cancelled)
+        source, key = locate(part.location)
+        target = folder / f"part-{number:04d}{Path(key).suffix}"
+        source.fetch(key, target)
+        if sha256_file(target) != part.sha256:
+            raise PermanentError(
+                f"part {number + 1} of the chapter ({part.location}) is not the audio that was made: "
+                "make the book again"
+            )
+        return target
+
+    with ThreadPoolExecutor(FETCHES_AT_ONCE, thread_name_prefix="ttsfarm-fetch") as fetches:
+        return list(fetches.map(fetch, enumerate(parts)))
