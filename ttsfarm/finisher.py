@@ -9,6 +9,8 @@ Files in, files out: where they are stored is the caller's business.
 from __future__ import annotations
 
 import logging
+import resource
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -55,8 +57,10 @@ def finish_chapter(
             raise Cancelled("the chapter was stopped while it was being finished")
 
     rate = request.sample_rate
+    clock = _Clock()
     audio, segments = join_parts(request, sources)
     frames = len(audio)
+    clock.lap("join")
     check()
     mastered = master(audio, rate, request.loudness)
     del audio
@@ -70,6 +74,7 @@ def finish_chapter(
     check()
     chapter = folder / f"{CHAPTER_STEM}.{CHAPTER_FORMAT}"
     sf.write(chapter, mastered.audio, rate, format="FLAC", subtype="PCM_16")
+    clock.lap("master")
     check()
 
     def encode(name: str) -> EncodedPiece:
@@ -77,6 +82,7 @@ def finish_chapter(
 
     with ThreadPoolExecutor(max(1, len(request.pieces)), thread_name_prefix="ttsfarm-encode") as encoders:
         pieces = tuple(encoders.map(encode, request.pieces))
+    clock.lap("encode")
     return JobResult(
         job_id=request.job_id,
         location=str(chapter),
@@ -91,7 +97,29 @@ def finish_chapter(
         measured_loudness=mastered.loudness,
         true_peak=mastered.true_peak,
         pieces=pieces,
+        timings=clock.laps,
     )
+
+
+class _Clock:
+    """Wall seconds of each step, in order, and the CPU seconds of them all (``cpu``: this
+    process's and its encoders')."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+        self._cpu = _cpu_seconds()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 4)
+        self.laps["cpu"] = round(_cpu_seconds() - self._cpu, 4)
+        self._last = now
+
+
+def _cpu_seconds() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _encode(

@@ -313,6 +313,9 @@ class JobResult:
     """dBTP measured on the stored audio, where it was measured (a finished chapter)."""
     pieces: tuple[EncodedPiece, ...] = ()
     """A finished chapter's lossy pieces, made to be joined into the book's files."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds the job spent in each of its steps, where it reports them (a finish job: fetch,
+    join, master, encode, store)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -336,6 +339,7 @@ class JobResult:
             measured_loudness=data.get("measured_loudness"),
             true_peak=data.get("true_peak"),
             pieces=tuple(EncodedPiece.from_dict(p) for p in data.get("pieces", ())),
+            timings={str(k): float(v) for k, v in data.get("timings", {}).items()},
         )
 
 

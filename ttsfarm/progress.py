@@ -4,7 +4,8 @@ audiobook, spoken and finished (:class:`BookProgress`), both drawn by :func:`ter
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol
+import time
+from typing import Any, Final, Protocol
 
 from tqdm import tqdm
 
@@ -61,10 +62,19 @@ class ProgressBar:
         show(self._bar, f"{progress.audio_seconds:.0f} s audio")
 
 
+BOOK_BAR_STEPS: Final = 1000
+BOOK_BAR_FORMAT: Final = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"
+
+
 class BookProgress:
-    """A whole audiobook in one bar. Every sentence counts twice: once when it is spoken, once when
-    its chapter is finished (mastered and encoded), so the bar reaches 100% when the last chapter
-    is finished, and its time left covers both. Parts report from several threads, so updates lock."""
+    """A whole audiobook in one bar, from its first part spoken to its last chapter finished.
+
+    A book is spoken and finished at once (a chapter is mastered and encoded as soon as its parts
+    are spoken), at rates that differ by machine: the CPU speaks slower than it finishes, a GPU
+    much faster. The time left is the longer of the two, each from its own rate so far (the
+    sentences still to speak at the speaking rate, those still to finish at the finishing rate),
+    and the bar shows the share of the time gone, so that the time left it shows is that one.
+    Parts report from several threads, so updates lock."""
 
     def __init__(self, disable: bool = False) -> None:
         self._disable = disable
@@ -73,6 +83,11 @@ class BookProgress:
         self._part_state: dict[str, tuple[int, float]] = {}
         self._chapters = self._chapters_done = 0
         self._audio = 0.0
+        self._started = time.monotonic()
+        self.sentences = self.spoken_now = self.finished_now = 0
+        self._spoken_before = self._finished_before = 0
+        self.fraction = 0.0
+        """The share of the time gone, 0 to 1: 1 once the last chapter is finished."""
 
     def __enter__(self) -> BookProgress:
         return self
@@ -87,8 +102,31 @@ class BookProgress:
         """Begin counting: ``sentences`` in the book (an estimate for parts not yet spoken),
         ``spoken`` and ``finished`` of them done before this run."""
         self._chapters, self._chapters_done, self._audio = chapters, chapters_done, audio
-        self._bar = terminal_bar("audiobook", "step", 2 * sentences, spoken + finished, self._disable)
-        self._refresh()
+        self.sentences, self._spoken_before, self._finished_before = sentences, spoken, finished
+        self._started = time.monotonic()
+        self._bar = tqdm(
+            desc="audiobook",
+            total=BOOK_BAR_STEPS,
+            disable=self._disable,
+            dynamic_ncols=True,
+            leave=True,
+            smoothing=0,  # the bar moves with the share of time: its average rate gives the time left
+            bar_format=BOOK_BAR_FORMAT,
+        )
+        self._update()
+
+    def time_left(self) -> float | None:
+        """Seconds left, from the speaking and finishing rates of this run so far (``None``
+        before anything was done)."""
+        elapsed = time.monotonic() - self._started
+        to_speak = self.sentences - self._spoken_before - self.spoken_now
+        to_finish = self.sentences - self._finished_before - self.finished_now
+        if not to_finish:
+            return 0.0
+        speaking = to_speak * elapsed / self.spoken_now if self.spoken_now else None
+        finishing = to_finish * elapsed / self.finished_now if self.finished_now else None
+        known = [t for t in (speaking, finishing) if t is not None]
+        return max(known) if known else None
 
     def spoken(self, part: str, sentences: int, audio: float) -> None:
         """A part has now ``sentences`` spoken, ``audio`` seconds of them."""
@@ -96,36 +134,38 @@ class BookProgress:
             before_sentences, before_audio = self._part_state.get(part, (0, 0.0))
             self._part_state[part] = (sentences, audio)
             self._audio += audio - before_audio
-            if self._bar is not None:
-                self._bar.update(sentences - before_sentences)
-            self._refresh()
+            self.spoken_now += sentences - before_sentences
+            self._update()
 
     def part_done(self, part: str, estimated: int, sentences: int, audio: float) -> None:
         """A part is spoken: ``sentences`` it had, where the count began from ``estimated``."""
         self.spoken(part, sentences, audio)
         with self._lock:
-            if self._bar is not None and self._bar.total is not None and sentences != estimated:
-                self._bar.total += 2 * (sentences - estimated)
-                self._refresh()
+            self.sentences += sentences - estimated
+            self._update()
 
     def chapter_done(self, sentences: int) -> None:
         """A chapter of ``sentences`` is finished: mastered, encoded and kept."""
         with self._lock:
             self._chapters_done += 1
-            if self._bar is not None:
-                self._bar.update(sentences)
-            self._refresh()
+            self.finished_now += sentences
+            self._update()
 
     def stage(self, name: str) -> None:
         """Name what happens now (``joining``, ``uploading``) once every chapter is finished."""
         with self._lock:
             if self._bar is not None:
                 self._bar.set_description_str(name)
-                self._refresh()
+                self._update()
 
-    def _refresh(self) -> None:
+    def _update(self) -> None:
+        left = self.time_left()
+        if left is not None:
+            elapsed = time.monotonic() - self._started
+            self.fraction = 1.0 if left == 0 else elapsed / (elapsed + left)  # back too, when a rate falls
         if self._bar is None:
             return
+        self._bar.update(round(self.fraction * BOOK_BAR_STEPS) - self._bar.n)
         show(
             self._bar, f"chapters {self._chapters_done}/{self._chapters} finished, {self._audio:.0f} s audio"
         )

@@ -3,6 +3,7 @@ worker's finishing processes (``ttsfarm.finisher``), and the chapter's files sto
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -38,7 +39,9 @@ def finish_here(
     """Fetch the parts, finish the chapter in ``pool`` and store its files in ``storage``; the
     result names where they are."""
     with job_folder(temp_dir) as folder:  # locked to this process: swept if it is killed
+        started = time.perf_counter()
         sources = _fetch_parts(request.parts, folder, locate, cancelled)
+        fetched = time.perf_counter()
         out = folder / "out"
         out.mkdir()
         stop = StopFlag(folder / STOP_FLAG_NAME)
@@ -46,6 +49,7 @@ def finish_here(
             finish_chapter, request, sources, out, stop.is_set, stop=stop, cancelled=cancelled
         )
         raise_if_cancelled(cancelled)
+        storing = time.perf_counter()
         chapter = storage.put(
             Path(finished.location),
             audio_key(request.job_id, finished.format),
@@ -59,7 +63,14 @@ def finish_here(
                 Path(piece.location), key, PIECE_CODECS[piece.codec].content_type, piece.sha256
             )
             pieces.append(replace(piece, location=stored.location))
-    return replace(finished, location=chapter.location, url=chapter.url, pieces=tuple(pieces))
+        timings = {
+            "fetch": round(fetched - started, 4),
+            **finished.timings,
+            "store": round(time.perf_counter() - storing, 4),
+        }
+    return replace(
+        finished, location=chapter.location, url=chapter.url, pieces=tuple(pieces), timings=timings
+    )
 
 
 def _fetch_parts(

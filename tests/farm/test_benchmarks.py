@@ -56,3 +56,26 @@ def test_scale_out_benchmark_on_the_cpu(tmp_path: Path) -> None:
     assert results["2"]["queue_wait_p99_s"] >= results["2"]["queue_wait_p50_s"] >= 0
     assert results["2"]["host_cores_busy"] > 0
     assert "| 2 |" in printed
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("where", [[], ["--farm", "--s3"]], ids=["in-process", "farm"])
+def test_book_benchmark_on_the_cpu(tmp_path: Path, where: list[str]) -> None:
+    """benchmarks/book.py: a small book in-process, and through a farm of one CPU worker with
+    moto's S3 (its own Redis), each stage timed and the second run doing nothing."""
+    figures = tmp_path / "book.json"
+    command = [sys.executable, str(BENCHMARKS / "book.py"), "--hours", "0.01", "--chapters", "2", "--cpu"]
+    command += [*where, "--redis-server", shutil.which("redis-server") or "", "--port", str(free_port())]
+    done = subprocess.run([*command, "--json", str(figures)], capture_output=True, text=True, timeout=560)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(figures.read_text())
+    assert result["book"]["chapters"] == 2 and result["audio_s"] > 20
+    ended = result["ended_s"]
+    assert 0 < ended["synthesis"] <= ended["finishing"] <= ended["concat"] <= result["total_s"]
+    work = result["finish_work_s"]
+    assert work["master"] > 0 and work["encode"] > 0 and work["cpu"] > 0
+    assert (work["fetch"] > 0) == bool(where)  # only a worker fetches the parts
+    assert (result["upload_s"] is not None) == bool(where)
+    assert result["bar_end"] == 1.0
+    assert result["second_run"]["finished_already"] is True
+    assert "| finishing: master |" in done.stdout and "| concat (m4b and mp3, stream copy) |" in done.stdout
