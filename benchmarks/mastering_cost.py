@@ -64,6 +64,7 @@ def module_at(ref: str, folder: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location("mastering_then", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look themselves up there
     spec.loader.exec_module(module)
     return module
 

@@ -56,7 +56,8 @@ def test_master_hits_the_target_with_true_peaks_under_the_ceiling(target: float)
     loudness = pyloudnorm.Meter(RATE).integrated_loudness(mastered.audio.astype(np.float64))
     assert abs(loudness - target) <= 0.2
     assert fft_true_peak(mastered.audio) < -1.0
-    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=1e-9)
+    # an estimate after light limiting, a measurement after hard: within 0.02 LU either way
+    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=0.02)
     assert len(mastered.audio) == len(audio)
 
 
@@ -163,11 +164,11 @@ def test_stretches_are_oversampled_as_in_the_whole() -> None:
     assert np.allclose(joined, whole[spans_index(bounds[:, 0], bounds[:, 1] - bounds[:, 0])], atol=1e-5)
 
 
-def test_the_first_reading_is_kept_when_the_estimate_was_right() -> None:
-    """master() estimates the loudness after limiting, then measures it: the measurement is
-    what it reports, and it is on target."""
+@pytest.mark.parametrize("target", [-18.0, -12.0], ids=["light limiting", "hard limiting"])
+def test_the_loudness_reported_is_what_a_measurement_reads(target: float) -> None:
+    """master() estimates the loudness after limiting; after hard limiting it measures it."""
     audio = speech_like(20.0, seed=5)
-    mastered = master(audio, RATE, -16.0)
-    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=1e-9)
-    assert abs(mastered.loudness + 16.0) <= 0.1
+    mastered = master(audio, RATE, target)
+    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=0.02)
+    assert abs(integrated_loudness(mastered.audio, RATE) - target) <= 0.12
     assert mastered.true_peak == pytest.approx(true_peak(mastered.audio), abs=0.02)

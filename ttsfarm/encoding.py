@@ -85,9 +85,11 @@ PIECE_CODECS: Final = {
         "audio/mpeg",
         576,
         576,
-        ("-c:a", "libmp3lame", "-write_xing", "0", "-id3v2_version", "0", "-write_id3v1", "0"),
+        # LAME's quality 7 (ffmpeg's compression level): 1.7x quicker than its default, scored
+        # alike (docs/audiobook.md), and it raises peaks less (0.1 against 0.6 dB on ten minutes)
+        ("-c:a", "libmp3lame", "-compression_level", "7", "-write_xing", "0", "-id3v2_version", "0"),
         level=0.95,  # LAME's output is 0.446 dB under its input, at every rate and bitrate
-        headroom=0.4,  # and it raises true peaks by 0.3-0.5 dB over the chapter's
+        headroom=0.3,
     ),
 }
 

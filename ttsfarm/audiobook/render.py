@@ -32,8 +32,8 @@ PartProgress = Callable[[str, int, float], None]
 """Called as a part advances: (the part's name, segments done so far, seconds of audio so far)."""
 
 LOCAL_CONCURRENCY: Final = 2
-"""Parts spoken at once in-process: their segments share batches, and one part's encoding
-overlaps the next one's synthesis."""
+"""Parts spoken at once in-process at least (a CPU batches one segment at a time): one part's
+encoding overlaps the next one's synthesis."""
 STOP_FLAG_NAME: Final = "stop"
 
 
@@ -85,11 +85,12 @@ class LocalRenderer:
     """Speaks parts with this process's synthesizer; finishes chapters in helper processes."""
 
     def __init__(
-        self, synthesizer: Synthesizer, finishing: HelperPool, concurrency: int = LOCAL_CONCURRENCY
+        self, synthesizer: Synthesizer, finishing: HelperPool, concurrency: int | None = None
     ) -> None:
         self.synthesizer = synthesizer
         self.finishing = finishing
-        self.concurrency = concurrency
+        self.concurrency = concurrency or max(LOCAL_CONCURRENCY, synthesizer.batcher.max_batch)
+        """Parts spoken at once: enough to fill the batcher's batches (32 on a GPU)."""
 
     def sample_rate(self, voice: str) -> int:
         return self.synthesizer.voice(voice).sample_rate
