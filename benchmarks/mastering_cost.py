@@ -104,9 +104,7 @@ def main() -> None:
             "a mastered job: read, master, FLAC": lambda: finish(
                 block, timings, folder / "job.flac", "flac", -18.0, None
             ),
-            "a chapter: join, master, FLAC, AAC, MP3": lambda: finish_chapter(
-                request, [block], folder, None
-            ),
+            "a chapter: join, master, FLAC, AAC, MP3": lambda: finish_chapter(request, [block], folder, None),
             "encoder: AAC, fast coder (ours)": encode("-c:a", "aac", "-aac_coder", "fast"),
             "encoder: AAC, two-loop coder (ffmpeg's default)": encode("-c:a", "aac"),
             "encoder: MP3, LAME": encode("-c:a", "libmp3lame"),
