@@ -28,7 +28,7 @@ from synthesis.frontend import TextFrontend
 from synthesis.gpus import free_gpu_memory, gpu_count
 from synthesis.pipeline import Synthesizer
 from synthesis.sessions import NHWC, CudaOptions, cpu_count, wants_cuda
-from ttsfarm.processes import HelperPool
+from ttsfarm.processes import HelperPool, Priority
 from ttsfarm.settings import CudaLayout, EngineName, Settings
 from ttsfarm.voices import Voice
 
@@ -43,8 +43,6 @@ GPU_TEXT_PROCESSES: Final = 4
 GPU_WORKER_CORES: Final = 5
 """Cores a GPU worker's own process keeps busy at full speed (4.5-4.8 in runs 9-10: Celery,
 batcher runners, encoding, storage). Text processes get what a GPU's share of the host leaves."""
-FINISH_NICENESS: Final = 10
-"""Mastering and encoding yield the CPU to the worker's own threads and its text processes."""
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
@@ -177,11 +175,14 @@ def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesi
 
 
 def finishing_pool(settings: Settings, share: int = 1) -> HelperPool:
-    """A worker's processes that master and encode finished audio: the setting, else one per CPU
-    (split between ``share`` processes of one worker), a step less urgent than the work that feeds
-    the GPU. They start with the first job that needs them."""
+    """The processes that master and encode finished audio: the setting, else one per CPU (split
+    between ``share`` processes of one worker). Beside a GPU they take only CPU time nothing else
+    wants, so that the threads feeding the GPU never wait for them; on a CPU, where the engine's
+    threads keep every core busy, they run at a low priority instead, so that they are not
+    starved. They start with the first job that needs them."""
     processes = settings.finish_processes or max(1, cpu_count() // share)
-    return HelperPool(processes, FINISH_NICENESS, what="finishing")
+    priority: Priority = "idle" if wants_cuda(settings.provider) else "low"
+    return HelperPool(processes, priority, what="finishing")
 
 
 def consumer_synthesizer(

@@ -69,24 +69,24 @@ class PieceCodec:
 PIECE_CODECS: Final = {
     # AAC: 1,024 samples of priming; with them a piece of N - 1,024 samples fills N / 1,024
     # frames. The book's MP4 has no edit list, so players play the priming as the chapter's
-    # first (silent) samples. The fast coder: 3x quicker than the default two-loop search
-    # (docs/audiobook.md, "How the book is encoded").
+    # first (silent) samples. The fast coder: 2.2x quicker than the default two-loop search and
+    # scored alike (docs/audiobook.md, "How the book is encoded").
     "aac": PieceCodec(
         "aac", "m4b", "adts", "aac", "audio/aac", 1_024, 0, ("-c:a", "aac", "-aac_coder", "fast")
     ),
-    # MP3: LAME delays by 576 and pads the end; with 1,152 left out a piece fills N / frame
-    # frames. The book's LAME header makes players drop the decoder's 529 samples, so the
-    # chapter's own sample 576 comes out at 576.
+    # MP3: LAME delays by 576 and a decoder by 529 (1,105 in all), and LAME pads the end; with
+    # 1,152 left out a piece fills N / frame frames. The book's mp3 has no Xing header, so no
+    # player drops any of them: the chapter's sample 1,105 comes out at 1,105.
     "mp3": PieceCodec(
         "mp3",
         "mp3",
         "mp3",
         "mp3",
         "audio/mpeg",
-        576,
-        576,
+        1_105,
+        47,
         # LAME's quality 7 (ffmpeg's compression level): 1.7x quicker than its default, scored
-        # alike (docs/audiobook.md), and it raises peaks less (0.1 against 0.6 dB on ten minutes)
+        # alike, and it raises peaks less (by 0.1 against 0.6 dB on ten minutes of speech)
         ("-c:a", "libmp3lame", "-compression_level", "7", "-write_xing", "0", "-id3v2_version", "0"),
         level=0.95,  # LAME's output is 0.446 dB under its input, at every rate and bitrate
         headroom=0.3,

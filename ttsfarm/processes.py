@@ -4,7 +4,7 @@ The text front end segments and phonemizes in one pool (espeak-ng and pysbd hold
 mastering and encoding finished audio run in another (libebur128 and NumPy hold it, ffmpeg is a
 process anyway). A pool's processes are started fresh (``spawn``: the worker has threads and
 may hold a GPU context), end with the process that started them however it ends, and may run at
-a lower priority, so that the work feeding the GPU always comes first.
+a lower priority, so that the work feeding the GPU always comes first (:data:`Priority`).
 
 A task is told to stop through a flag file (:class:`StopFlag`): a pool's processes share no
 memory with the job thread that waits for them.
@@ -12,6 +12,7 @@ memory with the job thread that waits for them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -22,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Final, ParamSpec, TypeVar
+from typing import Final, Literal, ParamSpec, TypeVar
 
 from ttsfarm.errors import TransientError, raise_if_cancelled
 
@@ -37,21 +38,31 @@ STOP_POLL_SECONDS: Final = 0.5
 """How often a caller waiting for a pool's task asks whether it should stop."""
 
 
-def new_pool(processes: int, niceness: int = 0) -> ProcessPoolExecutor:
-    """A pool of ``processes`` fresh interpreters that end with this process, each ``niceness``
-    steps less urgent than it."""
+Priority = Literal["normal", "low", "idle"]
+"""How a pool's processes compete for the CPU: as their parent does; ``low``: a nice of
+:data:`LOW_NICENESS`; ``idle``: only on CPU time nothing else wants (Linux's ``SCHED_IDLE``, so a
+thread that feeds a GPU takes its core back the moment it wakes), and ``low`` where that cannot
+be had."""
+LOW_NICENESS: Final = 10
+
+
+def new_pool(processes: int, priority: Priority = "normal") -> ProcessPoolExecutor:
+    """A pool of ``processes`` fresh interpreters that end with this process, at ``priority``."""
     context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(
-        processes, context, initializer=_start_helper, initargs=(os.getpid(), niceness)
+        processes, context, initializer=_start_helper, initargs=(os.getpid(), priority)
     )
 
 
-def _start_helper(parent: int, niceness: int) -> None:
-    """Run in each pool process: lower its priority, and end it once the process that started
-    it is gone. A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the
+def _start_helper(parent: int, priority: Priority) -> None:
+    """Run in each pool process: set its priority, and end it once the process that started it
+    is gone. A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the
     pool's processes keep each other's pipes open, so they would wait for work for good."""
-    if niceness:
-        os.nice(niceness)
+    if priority != "normal":
+        os.nice(LOW_NICENESS)  # also where SCHED_IDLE is accepted and ignored (some sandboxes)
+    if priority == "idle":
+        with contextlib.suppress(OSError, AttributeError):  # not Linux, or a sandbox without it
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -83,12 +94,12 @@ class HelperPool:
     """A pool of helper processes shared by a process's threads; a pool whose process died is
     replaced, and the task that saw it die fails as a :class:`TransientError` (retried)."""
 
-    def __init__(self, processes: int, niceness: int = 0, what: str = "helper") -> None:
+    def __init__(self, processes: int, priority: Priority = "normal", what: str = "helper") -> None:
         if processes < 1:
             raise ValueError("a pool needs at least one process")
-        self.processes, self.niceness, self.what = processes, niceness, what
+        self.processes, self.priority, self.what = processes, priority, what
         self._lock = threading.Lock()
-        self._pool = new_pool(processes, niceness)
+        self._pool = new_pool(processes, priority)
         self._places = threading.BoundedSemaphore(processes)
         """Tasks of :meth:`run` in the pool at once: one per process, so a task handed over
         starts at once, and one that waits for its turn waits here, where it can be cancelled."""
@@ -155,7 +166,7 @@ class HelperPool:
             if self._pool is broken:
                 log.error("a %s process died: starting a new pool of %d", self.what, self.processes)
                 broken.shutdown(wait=False, cancel_futures=True)
-                self._pool = new_pool(self.processes, self.niceness)
+                self._pool = new_pool(self.processes, self.priority)
                 self.restarts += 1
 
     @property

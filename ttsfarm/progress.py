@@ -70,11 +70,11 @@ class BookProgress:
     """A whole audiobook in one bar, from its first part spoken to its last chapter finished.
 
     A book is spoken and finished at once (a chapter is mastered and encoded as soon as its parts
-    are spoken), at rates that differ by machine: the CPU speaks slower than it finishes, a GPU
-    much faster. The time left is the longer of the two, each from its own rate so far (the
-    sentences still to speak at the speaking rate, those still to finish at the finishing rate),
-    and the bar shows the share of the time gone, so that the time left it shows is that one.
-    Parts report from several threads, so updates lock."""
+    are spoken), at rates that differ by machine: a CPU speaks slower than it finishes, a GPU much
+    faster. The time left is the longer of the two: the sentences still to speak at the speaking
+    rate so far, and the chapters still to finish at the time finished chapters took per sentence,
+    shared among the places that finish chapters at once. The bar shows the share of the time
+    gone, so that the time left it shows is that one. Parts report from several threads."""
 
     def __init__(self, disable: bool = False) -> None:
         self._disable = disable
@@ -86,6 +86,11 @@ class BookProgress:
         self._started = time.monotonic()
         self.sentences = self.spoken_now = self.finished_now = 0
         self._spoken_before = self._finished_before = 0
+        self._places = 1
+        self._finishing: dict[int, tuple[float, int]] = {}
+        """Chapters being finished: when each began, and its sentences."""
+        self._finished_seconds = 0.0
+        """Time the chapters finished in this run took, one by one."""
         self.fraction = 0.0
         """The share of the time gone, 0 to 1: 1 once the last chapter is finished."""
 
@@ -97,12 +102,21 @@ class BookProgress:
             self._bar.close()
 
     def start(
-        self, sentences: int, spoken: int, finished: int, chapters: int, chapters_done: int, audio: float
+        self,
+        sentences: int,
+        spoken: int,
+        finished: int,
+        chapters: int,
+        chapters_done: int,
+        audio: float,
+        places: int = 1,
     ) -> None:
         """Begin counting: ``sentences`` in the book (an estimate for parts not yet spoken),
-        ``spoken`` and ``finished`` of them done before this run."""
+        ``spoken`` and ``finished`` of them done before this run; ``places``: chapters finished
+        at once."""
         self._chapters, self._chapters_done, self._audio = chapters, chapters_done, audio
         self.sentences, self._spoken_before, self._finished_before = sentences, spoken, finished
+        self._places = max(1, places)
         self._started = time.monotonic()
         self._bar = tqdm(
             desc="audiobook",
@@ -116,15 +130,22 @@ class BookProgress:
         self._update()
 
     def time_left(self) -> float | None:
-        """Seconds left, from the speaking and finishing rates of this run so far (``None``
-        before anything was done)."""
-        elapsed = time.monotonic() - self._started
+        """Seconds left (``None`` before anything was done to tell)."""
+        now = time.monotonic()
         to_speak = self.sentences - self._spoken_before - self.spoken_now
         to_finish = self.sentences - self._finished_before - self.finished_now
         if not to_finish:
             return 0.0
-        speaking = to_speak * elapsed / self.spoken_now if self.spoken_now else None
-        finishing = to_finish * elapsed / self.finished_now if self.finished_now else None
+        speaking = to_speak * (now - self._started) / self.spoken_now if self.spoken_now else None
+        finishing = None
+        if self.finished_now:
+            per_sentence = self._finished_seconds / self.finished_now  # of one place
+            running = [
+                max(0.0, per_sentence * count - (now - began)) for began, count in self._finishing.values()
+            ]
+            waiting = to_finish - sum(count for _, count in self._finishing.values())
+            work = per_sentence * max(0, waiting) + sum(running)
+            finishing = max(work / self._places, max(running, default=0.0))
         known = [t for t in (speaking, finishing) if t is not None]
         return max(known) if known else None
 
@@ -144,9 +165,16 @@ class BookProgress:
             self.sentences += sentences - estimated
             self._update()
 
-    def chapter_done(self, sentences: int) -> None:
+    def chapter_started(self, chapter: int, sentences: int) -> None:
+        """Chapter number ``chapter``, of ``sentences``, is handed over to be finished."""
+        with self._lock:
+            self._finishing[chapter] = (time.monotonic(), sentences)
+
+    def chapter_done(self, chapter: int, sentences: int) -> None:
         """A chapter of ``sentences`` is finished: mastered, encoded and kept."""
         with self._lock:
+            began, _ = self._finishing.pop(chapter, (time.monotonic(), sentences))
+            self._finished_seconds += time.monotonic() - began
             self._chapters_done += 1
             self.finished_now += sentences
             self._update()

@@ -101,7 +101,7 @@ def build_audiobook(
         _clear_temp(cache, chapters)
         work = _look(chapter_plans, cache, chapters)
         planned = _check(work.missing, renderer, where)
-        _start(progress, chapter_plans, work, planned)
+        _start(progress, chapter_plans, work, planned, renderer.finish_concurrency)
         log.info(
             "%s chapters finished before, %s parts spoken before, %s to speak",
             len(work.finished),
@@ -165,7 +165,7 @@ def _look(chapter_plans: Sequence[ChapterPlan], cache: PartCache, chapters: Chap
 
 
 def _start(
-    progress: BookProgress, chapter_plans: Sequence[ChapterPlan], work: _Work, planned: list[int]
+    progress: BookProgress, chapter_plans: Sequence[ChapterPlan], work: _Work, planned: list[int], places: int
 ) -> None:
     finished = sum(len(r.segments) for r in work.finished.values())
     spoken = sum(len(r.segments) for r in work.spoken.values())
@@ -176,6 +176,7 @@ def _start(
         chapters=len(chapter_plans),
         chapters_done=len(work.finished),
         audio=sum(r.duration for r in work.spoken.values()) + sum(r.duration for r in work.finished.values()),
+        places=places,
     )
 
 
@@ -242,10 +243,16 @@ def _make(
 
     def finish(plan: ChapterPlan) -> JobResult:
         chapters.root.mkdir(parents=True, exist_ok=True)
+        request = plan.request(results)
+        number, sentences = plan.chapter.number, sum(len(part.segments) for part in request.parts)
+        progress.chapter_started(number, sentences)
         with tempfile.TemporaryDirectory(prefix=FINISHING_PREFIX, dir=chapters.root) as folder:
-            done = renderer.finish(plan.request(results), Path(folder), stop.is_set)
+            try:
+                done = renderer.finish(request, Path(folder), stop.is_set)
+            except PermanentError as error:
+                raise type(error)(f"chapter {number} ({plan.chapter.title}): {error}") from None
             stored = chapters.store(plan.key, done)
-        progress.chapter_done(len(stored.segments))
+        progress.chapter_done(number, sentences)
         return stored
 
     pool = ThreadPoolExecutor(max(1, renderer.finish_concurrency), thread_name_prefix="ttsfarm-chapter")
