@@ -10,7 +10,8 @@ Prints when each stage ended (synthesis: the last part spoken; finishing: the la
 mastered and encoded; concat: the m4b and mp3 joined by stream copy; upload), the work each
 stage of finishing took summed over the chapters (seconds, and milliseconds per audio second),
 how far the progress bar's time left was off at a quarter, half and three quarters, and that a
-second run of the same command does no work.
+second run of the same command does no work. With --measure, every chapter's loudness and true
+peak as the final files hold them (its FLAC, and its stretch of the decoded m4b and mp3).
 
     .venv/bin/python benchmarks/book.py --hours 0.05 --chapters 3                  # in-process, CPU
     .venv/bin/python benchmarks/book.py --hours 0.05 --chapters 3 --farm --s3      # a CPU farm
@@ -36,13 +37,17 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import soundfile as sf
+
 from bench.farm import farm_env, start_s3, start_worker, stop_workers
 from synthesis.text import split_sentences
 from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.builder import BuildReport, build_audiobook
 from ttsfarm.audiobook.chapters import CHAPTERS_CACHE
 from ttsfarm.audiobook.part_cache import PARTS_FOLDER
+from ttsfarm.encoding import decode
 from ttsfarm.jobs import JobResult, SynthesisOptions
+from ttsfarm.loudness import integrated_loudness, true_peak
 from ttsfarm.progress import BookProgress
 from ttsfarm.settings import Settings
 
@@ -125,6 +130,28 @@ def chapter_results(outdir: Path) -> list[JobResult]:
     return [JobResult.from_dict(json.loads(path.read_text())) for path in sorted(folder.glob("*.json"))]
 
 
+def measured(outdir: Path, rate: int) -> dict[str, Any]:
+    """Each chapter's loudness and true peak as the final files hold it: the chapter's FLAC, and
+    its stretch of the decoded ``.m4b`` and ``.mp3`` (lowest and highest over the chapters)."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    books = {kind: decode(outdir / manifest["files"][kind]["file"], rate) for kind in ("m4b", "mp3")}
+    figures: dict[str, list[tuple[float, float]]] = {"flac": [], "m4b": [], "mp3": []}
+    for chapter in manifest["chapters"]:
+        audio, _ = sf.read(outdir / chapter["audio"]["file"], dtype="float32")
+        figures["flac"].append((integrated_loudness(audio, rate), true_peak(audio)))
+        start = round(chapter["start"] * rate)
+        for kind, book in books.items():
+            stretch = book[start : start + len(audio)]
+            figures[kind].append((integrated_loudness(stretch, rate), true_peak(stretch)))
+    return {
+        kind: {
+            "lufs": [round(min(v[0] for v in values), 2), round(max(v[0] for v in values), 2)],
+            "dbtp_max": round(max(v[1] for v in values), 2),
+        }
+        for kind, values in figures.items()
+    }
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -134,7 +161,7 @@ def run_local(args: argparse.Namespace, source: Path, outdir: Path) -> dict[str,
     from synthesis.build import finishing_pool, local_synthesizer
     from ttsfarm.audiobook.render import LocalRenderer
 
-    settings = Settings.load().with_options(provider="cpu" if args.cpu else None)
+    settings = Settings.load().with_options(provider="cpu" if args.cpu else None, prewarm=True)
     book = read_book(str(source), SynthesisOptions(voice=settings.voice))
     loading = time.perf_counter()
     finishing = finishing_pool(settings)
@@ -315,6 +342,7 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="farm storage in moto's S3 server (else a folder)")
     parser.add_argument("--keep", type=Path, help="write the book here and keep it (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--measure", action="store_true", help="measure every chapter in the final files")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ttsfarm-book-bench-") as temp:
         folder = Path(temp)
@@ -324,7 +352,13 @@ def main() -> None:
         if args.keep:
             shutil.rmtree(outdir, ignore_errors=True)
         result = run_farm(args, source, outdir, folder) if args.farm else run_local(args, source, outdir)
+        if args.measure:
+            result["final_files"] = measured(
+                outdir, json.loads((outdir / "manifest.json").read_text())["sample_rate"]
+            )
     print_table(result)
+    if args.measure:
+        print(f"measured on the final files, per chapter: {result['final_files']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -107,7 +107,8 @@ def main() -> None:
             "a chapter: join, master, FLAC, AAC, MP3": lambda: finish_chapter(request, [block], folder, None),
             "encoder: AAC, fast coder (ours)": encode("-c:a", "aac", "-aac_coder", "fast"),
             "encoder: AAC, two-loop coder (ffmpeg's default)": encode("-c:a", "aac"),
-            "encoder: MP3, LAME": encode("-c:a", "libmp3lame"),
+            "encoder: MP3, LAME quality 7 (ours)": encode("-c:a", "libmp3lame", "-compression_level", "7"),
+            "encoder: MP3, LAME default": encode("-c:a", "libmp3lame"),
             "encoder: FLAC": encode("-c:a", "flac"),
         }
         print(f"{seconds:.0f} s of joe's speech at {rate} Hz, lowest CPU time of {args.repeats}")

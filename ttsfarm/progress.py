@@ -138,8 +138,12 @@ class BookProgress:
             return 0.0
         speaking = to_speak * (now - self._started) / self.spoken_now if self.spoken_now else None
         finishing = None
+        per_sentence = None  # seconds a place takes to finish a sentence
         if self.finished_now:
-            per_sentence = self._finished_seconds / self.finished_now  # of one place
+            per_sentence = self._finished_seconds / self.finished_now
+        elif self._finishing:  # none finished yet: at least as long as the slowest so far has run
+            per_sentence = max((now - began) / max(count, 1) for began, count in self._finishing.values())
+        if per_sentence is not None:
             running = [
                 max(0.0, per_sentence * count - (now - began)) for began, count in self._finishing.values()
             ]

@@ -65,7 +65,14 @@ def test_book_benchmark_on_the_cpu(tmp_path: Path, where: list[str]) -> None:
     moto's S3 (its own Redis), each stage timed and the second run doing nothing."""
     figures = tmp_path / "book.json"
     command = [sys.executable, str(BENCHMARKS / "book.py"), "--hours", "0.01", "--chapters", "2", "--cpu"]
-    command += [*where, "--redis-server", shutil.which("redis-server") or "", "--port", str(free_port())]
+    command += [
+        *where,
+        "--redis-server",
+        shutil.which("redis-server") or "",
+        "--port",
+        str(free_port()),
+        "--measure",
+    ]
     done = subprocess.run([*command, "--json", str(figures)], capture_output=True, text=True, timeout=560)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(figures.read_text())
@@ -79,3 +86,6 @@ def test_book_benchmark_on_the_cpu(tmp_path: Path, where: list[str]) -> None:
     assert result["bar_end"] == 1.0
     assert result["second_run"]["finished_already"] is True
     assert "| finishing: master |" in done.stdout and "| concat (m4b and mp3, stream copy) |" in done.stdout
+    for kind, figures in result["final_files"].items():  # each chapter, as the final files hold it
+        assert -18.5 <= figures["lufs"][0] <= figures["lufs"][1] <= -17.5, (kind, figures)
+        assert figures["dbtp_max"] <= -1.0, (kind, figures)

@@ -41,6 +41,17 @@ def test_audiobook_on_the_farm(
     assert "manifest.json" in keys
     assert {manifest["files"][kind]["file"] for kind in ("m4b", "mp3", "srt")} <= keys
     assert len([k for k in keys if k.endswith(".flac")]) == 3
+    # each chapter was finished on the worker, as a finish job: its pieces are beside its result
+    stored = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/")["Contents"]]
+    assert len([k for k in stored if k.endswith(".aac")]) == 3
+    assert len([k for k in stored if k.endswith(".mp3") and "/books/" not in k]) == 3
+    results = [
+        json.loads(s3.get_object(Bucket=BUCKET, Key=k)["Body"].read()) for k in stored if k.endswith(".json")
+    ]
+    finished = [r for r in results if r.get("pieces")]
+    assert len(finished) == 3 and all(
+        set(r["timings"]) >= {"fetch", "master", "encode", "store"} for r in finished
+    )
 
     second = run()
     assert second.returncode == 0, second.stderr

@@ -4,6 +4,7 @@ audiobook out."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -105,7 +106,10 @@ def audiobook(
 
             finishing = finishing_pool(settings)
             try:
-                with local_synthesizer(settings) as synthesizer, BookProgress(disable=quiet) as progress:
+                # a book is long enough to build the GPU's graphs first, as a farm worker does: many
+                # parts at once must not capture a graph while other batches run
+                warmed = settings if settings.prewarm is not None else replace(settings, prewarm=True)
+                with local_synthesizer(warmed) as synthesizer, BookProgress(disable=quiet) as progress:
                     renderer = LocalRenderer(synthesizer, finishing)
                     report = build_audiobook(book, outdir, renderer, book_file, target, progress)
             finally:
