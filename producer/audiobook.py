@@ -9,6 +9,7 @@ instead of queueing second ones.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
@@ -23,12 +24,13 @@ from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
 from ttsfarm.audiobook.render import PartFailed, PartProgress
 from ttsfarm.breaks import estimate_segments
-from ttsfarm.errors import Cancelled, JobFailed, JobNotFound, StorageUnavailable, TtsfarmError
-from ttsfarm.files import sha256_file
+from ttsfarm.errors import Cancelled, JobFailed, JobNotFound, StorageUnavailable, TransientError, TtsfarmError
 from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
 from ttsfarm.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
-from ttsfarm.storage import Storage
+from ttsfarm.storage import Storage, fetch_checked
+
+log = logging.getLogger(__name__)
 
 PARTS_IN_FLIGHT: Final = 512
 """Parts queued on the farm at once: minutes of a GPU's work, so that no worker waits for this
@@ -37,6 +39,8 @@ FINISHES_AT_ONCE: Final = 16
 """Chapters finished on the farm at once. Each holds a job place of a worker while it waits for
 one of that worker's finishing processes."""
 POLL_SECONDS: Final = 0.25
+QUEUE_RETRY_SECONDS: Final = 2.0
+"""How long a producer waits after the farm refused parts (a full queue, a broker blip)."""
 """How often the parts and chapters in flight are looked at (all parts in one Redis round trip)."""
 BOOKS_PREFIX: Final = "books"
 CONTENT_TYPES: Final = {
@@ -65,6 +69,10 @@ class FarmRenderer:
         self.parts_in_flight = parts_in_flight
         self._finish_concurrency = finish_concurrency
 
+    @property
+    def keeps_parts(self) -> bool:
+        return False
+
     def sample_rate(self, voice: str) -> int:
         return self.client.voices.check(voice, None).sample_rate
 
@@ -92,9 +100,7 @@ class FarmRenderer:
                     same = flying[status.job_id]
                     for part in same:
                         progress(part.name, status.segments_done, status.audio_seconds)
-                    if status.state == "unknown" or (
-                        status.done and (status.state != "succeeded" or status.result is not None)
-                    ):
+                    if status.state == "unknown" or status.settled:
                         del flying[status.job_id]
                         finished = True
                         try:
@@ -111,11 +117,19 @@ class FarmRenderer:
                     self.client.cancel(job_id)
 
     def _queue_more(self, pending: deque[tuple[Part, JobRequest]], flying: dict[str, list[Part]]) -> None:
+        """Queue parts while there is room. A full queue or a broker blip leaves them pending for
+        the next look: what was queued before it is found again by its key then."""
         room = self.parts_in_flight - len(flying)
         batch = [pending.popleft() for _ in range(min(room, len(pending)))]
         if not batch:
             return
-        ids = self.client.submit_many([_spec(request) for _, request in batch])
+        try:
+            ids = self.client.submit_many([_spec(request) for _, request in batch])
+        except TransientError as error:
+            log.warning("could not queue %d parts now (%s): trying again", len(batch), error)
+            pending.extendleft(reversed(batch))
+            time.sleep(QUEUE_RETRY_SECONDS)
+            return
         for job_id, (part, _) in zip(ids, batch, strict=True):
             flying.setdefault(job_id, []).append(part)
 
@@ -137,9 +151,7 @@ class FarmRenderer:
         pieces = []
         for piece in result.pieces:
             target = folder / f"chapter.{piece.codec}"
-            storage, key = self.client.locate(piece.location)
-            storage.fetch(key, target)
-            if sha256_file(target) != piece.sha256:
+            if not fetch_checked(self.client.locate(piece.location), target, piece.sha256):
                 raise StorageUnavailable(
                     f"the {piece.codec} piece of job {job_id} did not arrive whole: run again"
                 )

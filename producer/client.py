@@ -29,9 +29,8 @@ from ttsfarm.errors import (
     SettingsError,
     StorageUnavailable,
 )
-from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, TASK_NAME, make_celery, queued_jobs
+from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, TASK_NAME, finish_queue, make_celery, queued_jobs
 from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.files import sha256_file
 from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import (
     POLL_SECONDS,
@@ -44,7 +43,7 @@ from ttsfarm.jobs import (
     wait_until_done,
 )
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
-from ttsfarm.storage import Storage, open_storage, storage_at
+from ttsfarm.storage import Storage, fetch_checked, open_storage, storage_at
 from ttsfarm.voices import VoiceCatalog
 
 
@@ -128,14 +127,16 @@ class Client:
         """Queue many jobs in one call (one broker connection); ids in the same order."""
         jobs = [s if isinstance(s, JobSpec) else JobSpec(s) for s in specs]
         requests = [self._request(job) for job in jobs]  # validates every text before sending any
-        return self._queue(TASK_NAME, requests, [job.key for job in jobs])
+        return self._queue(TASK_NAME, requests, [job.key for job in jobs], self.settings.queue)
 
     def submit_finish(self, request: FinishRequest, key: str | None = None) -> str:
         """Queue a finish job (a book's chapter: its parts joined, mastered and encoded on a
         worker); returns its id. With ``key``, as :meth:`submit`."""
-        return self._queue(FINISH_TASK_NAME, [request], [key])[0]
+        return self._queue(FINISH_TASK_NAME, [request], [key], finish_queue(self.settings.queue))[0]
 
-    def _queue(self, task: str, requests: Sequence[Queueable], keys: Sequence[str | None]) -> list[str]:
+    def _queue(
+        self, task: str, requests: Sequence[Queueable], keys: Sequence[str | None], queue: str
+    ) -> list[str]:
         """Record and send ``requests`` as ``task`` jobs, each bound to its idempotency key."""
         ids: list[str] = []
         sending: str | None = None
@@ -168,7 +169,7 @@ class Client:
                         kwargsrepr="{}",
                         task_id=job_id,
                         producer=producer,
-                        queue=self.settings.queue,
+                        queue=queue,
                     )
                     sending = None
                     ids.append(job_id)
@@ -283,9 +284,6 @@ def download(
         raise InvalidInput(
             f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
         )
-    storage, key = source
-    storage.fetch(key, target)
-    if sha256_file(target) != result.sha256:
-        target.unlink(missing_ok=True)
+    if not fetch_checked(source, target, result.sha256):
         raise StorageUnavailable(f"the audio of job {result.job_id} did not arrive whole: fetch it again")
     return result

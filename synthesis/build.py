@@ -175,12 +175,12 @@ def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesi
 
 
 def finishing_pool(settings: Settings, share: int = 1) -> HelperPool:
-    """The processes that master and encode finished audio: the setting, else one per CPU (split
-    between ``share`` processes of one worker). Beside a GPU they take only CPU time nothing else
+    """The processes that master and encode finished audio: the setting, else one per CPU, split
+    between ``share`` processes of one worker. Beside a GPU they take only CPU time nothing else
     wants, so that the threads feeding the GPU never wait for them; on a CPU, where the engine's
     threads keep every core busy, they run at a low priority instead, so that they are not
     starved. They start with the first job that needs them."""
-    processes = settings.finish_processes or max(1, cpu_count() // share)
+    processes = max(1, (settings.finish_processes or cpu_count()) // share)
     priority: Priority = "idle" if wants_cuda(settings.provider) else "low"
     return HelperPool(processes, priority, what="finishing")
 

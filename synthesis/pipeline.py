@@ -22,15 +22,13 @@ from synthesis.text import Segment
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
-from ttsfarm.processes import HelperPool, StopFlag
+from ttsfarm.processes import HelperPool
 from ttsfarm.storage import Storage
 from ttsfarm.synth_file import BLOCK_SECONDS, Tags, finish
 from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
-STOP_FLAG_NAME: Final = "stop"
-"""The flag file in a job's folder that tells its mastering process to stop."""
 SEGMENTS_AHEAD_PER_BATCH: Final = 3
 """A job keeps this many batches' worth of segments queued in the batcher: enough to
 fill batches, few enough that finished audio waiting to be written stays small."""
@@ -169,10 +167,7 @@ class Synthesizer:
                 if self.finishing is None:
                     finish(*work, BLOCK_SECONDS, cancelled)
                 else:
-                    stop = StopFlag(folder / STOP_FLAG_NAME)
-                    self.finishing.run(
-                        finish, *work, BLOCK_SECONDS, stop.is_set, stop=stop, cancelled=cancelled
-                    )
+                    self.finishing.run_in(folder, finish, *work, BLOCK_SECONDS, cancelled=cancelled)
                 raise_if_cancelled(cancelled)
             digest = sha256_file(encoded)
             size = encoded.stat().st_size

@@ -70,6 +70,8 @@ class CountingRenderer:
     checks: int = 0
     finishes: int = 0
 
+    keeps_parts = True
+
     def sample_rate(self, voice: str) -> int:
         return self.inner.sample_rate(voice)
 

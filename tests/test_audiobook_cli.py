@@ -77,14 +77,19 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
 
 def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     args = command(str(EXAMPLE), "-o", "out", *FAST)
-    process = subprocess.Popen(
-        args, cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group, as from a terminal
+        args,
+        cwd=tmp_path,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     parts = tmp_path / "out" / ".parts"
     deadline = time.monotonic() + 180
     while not list(parts.glob("*.json")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
+    os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode != 0, "the run finished before it could be interrupted"
     assert "Traceback" not in stderr.decode()

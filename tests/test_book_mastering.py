@@ -17,6 +17,7 @@ from scipy.signal import resample  # type: ignore[import-untyped]
 from ttsfarm.loudness import envelopes, integrated_loudness, peak_envelope, spans_index, stretches, true_peak
 from ttsfarm.mastering import (
     LIMITER_WINDOW_SECONDS,
+    MAX_LIMITING_DB,
     LimiterGain,
     db_to_linear,
     limiter_gain,
@@ -172,3 +173,21 @@ def test_the_loudness_reported_is_what_a_measurement_reads(target: float) -> Non
     assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=0.02)
     assert abs(integrated_loudness(mastered.audio, RATE) - target) <= 0.12
     assert mastered.true_peak == pytest.approx(true_peak(mastered.audio), abs=0.02)
+
+
+def test_a_target_the_limiter_cannot_reach_stops_at_a_bounded_gain() -> None:
+    """Speech-like audio full of clicks, asked for -10 LUFS: the gain stops 10 dB over plain gain,
+    the audio stays finite, its pauses stay quiet, and what is reported is what it has."""
+    audio = speech_like(20.0, seed=6)
+    clicks = np.random.default_rng(6).integers(0, len(audio), 2000)
+    audio[clicks] = 0.9
+    plain = -10.0 - integrated_loudness(audio, RATE)
+    mastered = master(audio, RATE, -10.0)
+    assert np.isfinite(mastered.audio).all()
+    assert mastered.gain <= plain + MAX_LIMITING_DB + 1e-9
+    assert mastered.loudness == pytest.approx(integrated_loudness(mastered.audio, RATE), abs=0.02)
+    assert (
+        mastered.true_peak == pytest.approx(true_peak(mastered.audio), abs=0.02) and mastered.true_peak < -1.0
+    )
+    gaps = np.abs(mastered.audio[np.abs(audio) == 0])
+    assert gaps.max() == 0.0  # silence stays silence, however loud the rest

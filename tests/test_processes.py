@@ -58,3 +58,29 @@ def test_a_task_waiting_for_a_process_is_cancelled_at_once() -> None:
         busy.join()
     finally:
         pool.close()
+
+
+def test_tasks_wait_for_the_memory_they_hold() -> None:
+    """Two tasks that would hold more than the pool's memory together run one after the other;
+    one larger than all of it runs alone rather than never."""
+    pool = HelperPool(2, memory=100)
+    try:
+        pool.start()
+        ends: list[float] = []
+
+        def task(holds: int) -> None:
+            pool.run(time.sleep, 0.5, holds=holds)
+            ends.append(time.monotonic())
+
+        started = time.monotonic()
+        runs = [threading.Thread(target=task, args=(holds,)) for holds in (80, 80)]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join()
+        assert max(ends) - started >= 1.0  # one after the other, though two processes were free
+        started = time.monotonic()
+        pool.run(time.sleep, 0.1, holds=500)
+        assert time.monotonic() - started < 1.0
+    finally:
+        pool.close()

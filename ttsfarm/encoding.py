@@ -27,16 +27,12 @@ import numpy as np
 
 from ttsfarm.errors import Cancelled, PermanentError
 from ttsfarm.files import atomic_target, sha256_file
+from ttsfarm.finishing import BITRATE, FRAME_ALIGNMENT
 from ttsfarm.jobs import EncodedPiece
 from ttsfarm.loudness import integrated_loudness, quick_true_peak
 
 log = logging.getLogger(__name__)
 
-FRAME_ALIGNMENT: Final = 9_216
-"""Samples a chapter's length is a multiple of: the least common multiple of AAC's frame (1,024)
-and MP3's (1,152, or 576 below 32 kHz); 0.42 s at 22,050 Hz."""
-BITRATE: Final = "64k"
-"""Bitrate of the lossy copies: plenty for one voice in mono."""
 ENCODE_TIMEOUT_SECONDS: Final = 6 * 3600
 STOP_POLL_SECONDS: Final = 0.2
 """How often a running ffmpeg is checked for a stop."""

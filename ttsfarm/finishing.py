@@ -26,6 +26,16 @@ PIECE_FORMATS: Final = ("aac", "mp3")
 ``.mp3``."""
 FINISH_VERSION: Final = 1
 """Part of every finish job's fingerprint: bump it when finishing makes different files."""
+FRAME_ALIGNMENT: Final = 9_216
+"""Samples a chapter's length is a multiple of: the least common multiple of AAC's frame (1,024)
+and MP3's (1,152, or 576 below 32 kHz); 0.42 s at 22,050 Hz (``ttsfarm.encoding``)."""
+BITRATE: Final = "64k"
+"""Bitrate of the lossy pieces: plenty for one voice in mono."""
+
+
+def finishing_identity() -> list[object]:
+    """What, besides its input, decides a finished chapter's files: a part of every key of one."""
+    return [FINISH_VERSION, BITRATE, FRAME_ALIGNMENT, HEAD_SILENCE, TAIL_SILENCE, *PIECE_FORMATS]
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,7 @@ class FinishRequest:
         """A hash of what decides the finished files (the parts' audio, pauses, rate, loudness,
         pieces), not the id or the title."""
         identity = {
-            "version": FINISH_VERSION,
+            "finishing": finishing_identity(),
             "parts": [(p.sha256, p.pause_after) for p in self.parts],
             "sample_rate": self.sample_rate,
             "loudness": self.loudness,

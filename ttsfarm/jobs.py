@@ -374,6 +374,12 @@ class JobStatus:
     def done(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @property
+    def settled(self) -> bool:
+        """Done, and with its result where it succeeded: what a waiter can act on. (A worker
+        records the success and the result together; an older record may lack the result.)"""
+        return self.done and (self.state != "succeeded" or self.result is not None)
+
     def outcome(self) -> JobResult:
         """The result of a finished job; :class:`JobFailed`, :class:`Cancelled` or
         :class:`JobNotFound` for one that ended otherwise or was never submitted."""
@@ -411,7 +417,7 @@ def wait_until_done(
             raise JobNotFound(f"unknown job id {job_id}")
         if on_status is not None:
             on_status(current)
-        if current.done and (current.state != "succeeded" or current.result is not None):
+        if current.settled:
             return current
         if deadline is not None and time.monotonic() >= deadline:
             raise WaitTimeout(f"job {job_id} is still {current.state} after {timeout} s")

@@ -54,6 +54,10 @@ the result is measured."""
 GAIN_ALLOWANCE_DB: Final = 1.0
 """The stretches oversampled for peaks cover gains up to this much over the first estimate
 (limiting lowers the loudness, so the gain rises a little from pass to pass)."""
+MAX_LIMITING_DB: Final = 10.0
+"""The gain goes at most this far over what brings the unlimited audio to the target: a target so
+loud that the limiter would need more would lift pauses and breaths toward the speech (joe at
+-10 LUFS), so such audio ends under its target instead."""
 MIN_SLOPE: Final = 0.25
 """The least loudness (LU) a dB of gain is taken to add, however hard the limiter works."""
 SILENCE_LUFS: Final = -70.0
@@ -98,15 +102,17 @@ def master(
     aim = db_to_linear(ceiling_db - LIMITER_MARGIN_DB)
     hops = _HopEnergies(source, rate)
     gain = target_lufs - loudness
+    most = gain + MAX_LIMITING_DB
     peaks = _LoudPeaks(source, aim, gain + GAIN_ALLOWANCE_DB)
-    steps = _GainSteps(target_lufs)
-    for _ in range(MAX_MEASURED_PASSES):
+    steps = _GainSteps(target_lufs, most)
+    for attempt in range(MAX_MEASURED_PASSES):
         for _ in range(MAX_PASSES):
             limits = limiter_gain(peaks.at(gain), rate, aim / db_to_linear(gain))
             estimate = gated_loudness(energies * hops.ratios(limits), gain)
-            if abs(estimate - target_lufs) <= LOUDNESS_TOLERANCE_LU:
-                break
-            gain = steps.next(gain, estimate)
+            following = steps.next(gain, estimate)
+            if abs(estimate - target_lufs) <= LOUDNESS_TOLERANCE_LU or following == gain:
+                break  # on target, or as loud as the limiter may make it
+            gain = following
         else:  # the last pass moved the gain: limit at the gain the audio gets, and measure
             limits = limiter_gain(peaks.at(gain), rate, aim / db_to_linear(gain))
             estimate = math.nan
@@ -116,9 +122,12 @@ def master(
             loudness = estimate  # light limiting: the estimate is what a measurement reads
             break
         loudness = integrated_loudness(mastered, rate)
-        if abs(loudness - target_lufs) <= LOUDNESS_TOLERANCE_LU:
+        following = steps.next(gain, loudness)  # the estimate missed: once more from the measurement
+        if abs(loudness - target_lufs) <= LOUDNESS_TOLERANCE_LU or following == gain:
             break
-        gain = steps.next(gain, loudness)  # the estimate missed: once more from the measurement
+        if attempt == MAX_MEASURED_PASSES - 1:
+            break  # keep what was measured: the audio is at ``gain``
+        gain = following
     peak = _peak_after(mastered, peaks.at(gain), db_to_linear(gain), limits, aim)
     if peak > ceiling_db - LIMITER_MARGIN_DB / 2:  # the smoothed gain can leave a sliver over
         mastered *= np.float32(db_to_linear(ceiling_db - LIMITER_MARGIN_DB / 2 - peak))
@@ -140,10 +149,11 @@ def limit(audio: np.ndarray, rate: int, ceiling_db: float) -> np.ndarray:
 
 class _GainSteps:
     """The next gain to try, from the loudness the last ones gave: under heavy limiting a dB of
-    gain adds less than a dB of loudness, so the step follows the slope seen so far."""
+    gain adds less than a dB of loudness, so the step follows the slope seen so far; never over
+    ``most`` dB."""
 
-    def __init__(self, target: float) -> None:
-        self.target = target
+    def __init__(self, target: float, most: float) -> None:
+        self.target, self.most = target, most
         self.last: tuple[float, float] | None = None
 
     def next(self, gain: float, loudness: float) -> float:
@@ -151,7 +161,7 @@ class _GainSteps:
         if self.last is not None and gain != self.last[0]:
             slope = min(1.0, max(MIN_SLOPE, (loudness - self.last[1]) / (gain - self.last[0])))
         self.last = (gain, loudness)
-        return gain + (self.target - loudness) / slope
+        return min(self.most, gain + (self.target - loudness) / slope)
 
 
 class _LoudPeaks:

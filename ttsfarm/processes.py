@@ -16,10 +16,11 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -35,6 +36,8 @@ T = TypeVar("T")
 PARENT_CHECK_SECONDS: Final = 1.0
 """How often a pool process checks that the process that started it is still there."""
 STOP_POLL_SECONDS: Final = 0.5
+STOP_FLAG_NAME: Final = "stop"
+"""The flag file in a task's folder that tells it to stop (:meth:`HelperPool.run_in`)."""
 """How often a caller waiting for a pool's task asks whether it should stop."""
 
 
@@ -55,9 +58,13 @@ def new_pool(processes: int, priority: Priority = "normal") -> ProcessPoolExecut
 
 
 def _start_helper(parent: int, priority: Priority) -> None:
-    """Run in each pool process: set its priority, and end it once the process that started it
-    is gone. A worker killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the
-    pool's processes keep each other's pipes open, so they would wait for work for good."""
+    """Run in each pool process: put it in a process group of its own (a terminal's Ctrl-C
+    reaches the parent, which stops the tasks through their flags), set its priority, and end it
+    and the programs it started (encoders) once the process that started it is gone. A worker
+    killed outright (SIGKILL, the OOM killer) cannot stop its pool, and the pool's processes keep
+    each other's pipes open, so they would wait for work for good."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if priority != "normal":
         os.nice(LOW_NICENESS)  # also where SCHED_IDLE is accepted and ignored (some sandboxes)
     if priority == "idle":
@@ -67,7 +74,7 @@ def _start_helper(parent: int, priority: Priority) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_SECONDS)
-        os._exit(0)
+        os.killpg(0, signal.SIGKILL)  # this process and its encoders, at once
 
     threading.Thread(target=watch, name="ttsfarm-parent-watch", daemon=True).start()
 
@@ -90,11 +97,28 @@ class StopFlag:
         return self.path.exists()
 
 
+CGROUP_MEMORY_LIMIT: Final = Path("/sys/fs/cgroup/memory.max")
+MEMORY_SHARE: Final = 0.5
+"""The share of the memory this process may use that its helpers' tasks may hold at once."""
+
+
+def memory_limit() -> int:
+    """Bytes this process may use: the machine's memory, and no more than its container's limit
+    (``mem_limit`` in compose, cgroup v2)."""
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        return min(physical, int(CGROUP_MEMORY_LIMIT.read_text().strip()))
+    except (OSError, ValueError):  # no cgroup v2 here, or no limit ("max")
+        return physical
+
+
 class HelperPool:
     """A pool of helper processes shared by a process's threads; a pool whose process died is
     replaced, and the task that saw it die fails as a :class:`TransientError` (retried)."""
 
-    def __init__(self, processes: int, priority: Priority = "normal", what: str = "helper") -> None:
+    def __init__(
+        self, processes: int, priority: Priority = "normal", what: str = "helper", memory: int | None = None
+    ) -> None:
         if processes < 1:
             raise ValueError("a pool needs at least one process")
         self.processes, self.priority, self.what = processes, priority, what
@@ -103,6 +127,10 @@ class HelperPool:
         self._places = threading.BoundedSemaphore(processes)
         """Tasks of :meth:`run` in the pool at once: one per process, so a task handed over
         starts at once, and one that waits for its turn waits here, where it can be cancelled."""
+        self.memory = memory if memory is not None else int(memory_limit() * MEMORY_SHARE)
+        """Bytes the tasks of :meth:`run` may hold at once, as they say (``holds``)."""
+        self._held = 0
+        self._memory_freed = threading.Condition()
         self.restarts = 0
         """Times a process died and the pool was replaced."""
 
@@ -116,8 +144,11 @@ class HelperPool:
 
     def submit(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         """Queue ``work`` for the pool (a pool found broken is replaced first)."""
-        with self._lock:
-            pool = self._pool
+        return self._submit_to(self.pool, work, *args, **kwargs)
+
+    def _submit_to(
+        self, pool: ProcessPoolExecutor, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> Future[T]:
         try:
             return pool.submit(work, *args, **kwargs)
         except BrokenProcessPool:
@@ -130,15 +161,54 @@ class HelperPool:
         *args: object,
         stop: StopFlag | None = None,
         cancelled: Callable[[], bool] | None = None,
+        holds: int = 0,
     ) -> T:
-        """Run ``work(*args)`` in the pool and return what it returns. While it waits, it asks
-        ``cancelled`` (which may raise a worker's stop too) every half second; then ``stop`` is
-        set, and once the task has stopped at its next step (so that it leaves nothing behind in
-        folders the caller removes), :class:`Cancelled` is raised."""
+        """Run ``work(*args)`` in the pool and return what it returns, once a process and the
+        ``holds`` bytes the task will hold are free (a task larger than the pool's whole
+        :attr:`memory` runs alone). While it waits, it asks ``cancelled`` (which may raise a
+        worker's stop too) every half second; then ``stop`` is set, and once the task has stopped
+        at its next step (so that it leaves nothing behind in folders the caller removes),
+        :class:`Cancelled` is raised."""
+        self._take_memory(holds, cancelled)
+        try:
+            return self._run(work, args, stop, cancelled)
+        finally:
+            with self._memory_freed:
+                self._held -= holds
+                self._memory_freed.notify_all()
+
+    def run_in(
+        self,
+        folder: Path,
+        work: Callable[..., T],
+        *args: object,
+        cancelled: Callable[[], bool] | None = None,
+        holds: int = 0,
+    ) -> T:
+        """:meth:`run` ``work(*args, should_stop)``, where ``should_stop`` is a :class:`StopFlag`
+        in ``folder`` (the task's own) that a cancel sets."""
+        flag = StopFlag(folder / STOP_FLAG_NAME)
+        return self.run(work, *args, flag.is_set, stop=flag, cancelled=cancelled, holds=holds)
+
+    def _take_memory(self, holds: int, cancelled: Callable[[], bool] | None) -> None:
+        with self._memory_freed:
+            while self._held and self._held + holds > self.memory:
+                self._memory_freed.wait(STOP_POLL_SECONDS)
+                raise_if_cancelled(cancelled)
+            self._held += holds
+
+    def _run(
+        self,
+        work: Callable[..., T],
+        args: tuple[object, ...],
+        stop: StopFlag | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> T:
         while not self._places.acquire(timeout=STOP_POLL_SECONDS if cancelled else None):
             raise_if_cancelled(cancelled)  # waiting for a free process: nothing to stop yet
+        pool = self.pool
         try:
-            future = self.submit(work, *args)
+            future = self._submit_to(pool, work, *args)
         except BaseException:
             self._places.release()
             raise
@@ -150,8 +220,8 @@ class HelperPool:
                 except FutureTimeout:
                     if cancelled is not None:
                         raise_if_cancelled(cancelled)
-        except BrokenProcessPool:
-            self.replace_broken(self._pool)
+        except (BrokenProcessPool, CancelledError):  # it died, or a task beside it killed the pool
+            self.replace_broken(pool)
             raise TransientError(f"a {self.what} process stopped while working: try again") from None
         except BaseException:
             if not future.cancel():  # running: it stops at its next step

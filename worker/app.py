@@ -30,7 +30,7 @@ from celery.worker.control import inspect_command
 from synthesis.build import build_synthesizer, worker_concurrency
 from synthesis.pipeline import Synthesizer
 from ttsfarm.errors import SettingsError
-from ttsfarm.farm.celeryconf import make_celery
+from ttsfarm.farm.celeryconf import finish_queue, make_celery
 from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from worker.resources import WorkerResources
 from worker.tasks import register_tasks
@@ -92,7 +92,7 @@ def run_worker(
             "worker",
             "--pool=threads",
             f"--concurrency={worker_concurrency(resources.settings, on_gpu)}",
-            f"--queues={resources.settings.queue}",
+            f"--queues={resources.settings.queue},{finish_queue(resources.settings.queue)}",
             f"--hostname={name}",
             f"--loglevel={loglevel}",
             "--task-events",

@@ -13,16 +13,14 @@ from typing import Final
 from synthesis.scratch import job_folder
 from ttsfarm.encoding import PIECE_CODECS
 from ttsfarm.errors import PermanentError, raise_if_cancelled
-from ttsfarm.files import sha256_file
-from ttsfarm.finisher import finish_chapter
+from ttsfarm.finisher import finish_chapter, memory_needed
 from ttsfarm.finishing import FinishRequest, PartAudio
 from ttsfarm.jobs import CONTENT_TYPES, JobResult, audio_key
-from ttsfarm.processes import HelperPool, StopFlag
-from ttsfarm.storage import Storage
+from ttsfarm.processes import HelperPool
+from ttsfarm.storage import Storage, fetch_checked
 
 FETCHES_AT_ONCE: Final = 8
 """Parts of one chapter downloaded at the same time."""
-STOP_FLAG_NAME: Final = "stop"
 
 Locate = Callable[[str], tuple[Storage, str]]
 """The storage that holds a location (a part's result says where it is), and the key there."""
@@ -44,9 +42,8 @@ def finish_here(
         fetched = time.perf_counter()
         out = folder / "out"
         out.mkdir()
-        stop = StopFlag(folder / STOP_FLAG_NAME)
-        finished = pool.run(
-            finish_chapter, request, sources, out, stop.is_set, stop=stop, cancelled=cancelled
+        finished = pool.run_in(
+            folder, finish_chapter, request, sources, out, cancelled=cancelled, holds=memory_needed(request)
         )
         raise_if_cancelled(cancelled)
         storing = time.perf_counter()
@@ -81,10 +78,9 @@ def _fetch_parts(
     def fetch(numbered: tuple[int, PartAudio]) -> Path:
         number, part = numbered
         raise_if_cancelled(cancelled)
-        source, key = locate(part.location)
-        target = folder / f"part-{number:04d}{Path(key).suffix}"
-        source.fetch(key, target)
-        if sha256_file(target) != part.sha256:
+        source = locate(part.location)
+        target = folder / f"part-{number:04d}{Path(source[1]).suffix}"
+        if not fetch_checked(source, target, part.sha256):
             raise PermanentError(
                 f"part {number + 1} of the chapter ({part.location}) is not the audio that was made: "
                 "make the book again"

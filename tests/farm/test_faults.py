@@ -57,6 +57,12 @@ class RedisServer:
             redis.Redis(port=self.port).shutdown(nosave=True)
         self.process.wait(10)
 
+    def shut_down(self, save: bool) -> None:
+        """``SHUTDOWN SAVE`` or ``NOSAVE``, as an operator restarting Redis does."""
+        with contextlib.suppress(redis.exceptions.ConnectionError):
+            redis.Redis(port=self.port).shutdown(save=save, nosave=not save)
+        self.process.wait(10)
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(10)
@@ -93,6 +99,37 @@ def test_jobs_running_when_redis_restarts_finish(
             print(f"both jobs recorded {recovered:.1f} s after Redis came back")
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize("save", [True, False], ids=["shutdown save", "shutdown nosave"])
+def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
+    own_redis: RedisServer, s3_endpoint: str, s3, tmp_path: Path, save: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """Redis shut down under a running job and started again 10 s later: the job is recorded once,
+    the worker goes on, and the jobs submitted then are done, each delivered once."""
+    env = farm_env(own_redis.url, s3_endpoint)
+    worker = WorkerProcess(env, tmp_path / "worker.log", "restart", concurrency=2)
+    try:
+        with Client(Settings(broker_url=own_redis.url)) as client:
+            (running,) = client.submit_many([EXAMPLE[:2500]])
+            wait_for(lambda: client.status(running).state == "running", 60, "the job to run")
+            own_redis.shut_down(save)
+            time.sleep(10)
+            own_redis.start()
+            first = client.wait(running, timeout=180)
+            later = client.submit_many(["After the restart, one.", "After the restart, two."])
+            results = [client.wait(job_id, timeout=120) for job_id in later]
+            assert worker.process.poll() is None, worker.log_path.read_text()[-3000:]
+            for job_id in [running, *later]:
+                assert client.status(job_id).state == "succeeded"
+            log = worker.log_path.read_text()
+            assert all(log.count(f"{job_id}] received") == 1 for job_id in later)
+            assert "Unrecoverable error" not in log
+            unacked = redis.Redis.from_url(own_redis.url).zcard("unacked_index")
+            assert unacked == 0  # every message acknowledged: none comes back later
+    finally:
+        worker.stop()
+    assert first.duration > 100 and all(r.duration > 0 for r in results)
 
 
 def test_a_bucket_not_there_yet_is_waited_for(

@@ -20,11 +20,11 @@ from ttsfarm.audiobook.chapters import ChapterPlan
 from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book, srt
 from ttsfarm.audiobook.manifest import MANIFEST_VERSION, ChapterEntry, Manifest, OutputFile
 from ttsfarm.audiobook.parts import Part
-from ttsfarm.encoding import BITRATE, PIECE_CODECS
+from ttsfarm.encoding import PIECE_CODECS
 from ttsfarm.errors import PermanentError
 from ttsfarm.files import slug, write_atomic, write_error
 from ttsfarm.finisher import CHAPTER_FORMAT
-from ttsfarm.finishing import FINISH_VERSION, HEAD_SILENCE, PIECE_FORMATS, TAIL_SILENCE
+from ttsfarm.finishing import PIECE_FORMATS, finishing_identity
 from ttsfarm.jobs import EncodedPiece, JobResult, SegmentTiming
 from ttsfarm.mastering import LIMITER_MARGIN_DB, PEAK_CEILING_DBTP
 
@@ -49,8 +49,7 @@ def book_key(book: Book, parts: Sequence[Sequence[Part]], target_lufs: float) ->
         ],
         "target_lufs": target_lufs,
         "ceiling": [PEAK_CEILING_DBTP, LIMITER_MARGIN_DB],
-        "silence": [HEAD_SILENCE, TAIL_SILENCE],
-        "encoding": [FINISH_VERSION, CHAPTER_FORMAT, BITRATE, *PIECE_FORMATS],
+        "finishing": [CHAPTER_FORMAT, *finishing_identity()],
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
 

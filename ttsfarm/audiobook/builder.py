@@ -99,7 +99,7 @@ def build_audiobook(
         cache = PartCache(outdir / PARTS_FOLDER)
         chapters = ChapterCache(outdir / PARTS_FOLDER / CHAPTERS_CACHE)
         _clear_temp(cache, chapters)
-        work = _look(chapter_plans, cache, chapters)
+        work = _look(chapter_plans, cache if renderer.keeps_parts else None, chapters)
         planned = _check(work.missing, renderer, where)
         _start(progress, chapter_plans, work, planned, renderer.finish_concurrency)
         log.info(
@@ -156,11 +156,13 @@ def _clear_temp(cache: PartCache, chapters: ChapterCache) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _look(chapter_plans: Sequence[ChapterPlan], cache: PartCache, chapters: ChapterCache) -> _Work:
-    """What is in the cache, and what is left to make."""
+def _look(chapter_plans: Sequence[ChapterPlan], cache: PartCache | None, chapters: ChapterCache) -> _Work:
+    """What is in the caches (the part cache where the renderer keeps parts), and what is left
+    to make."""
     finished = {p.chapter.number: done for p in chapter_plans if (done := chapters.load(p.key)) is not None}
     needed = [part for p in chapter_plans if p.chapter.number not in finished for part in p.parts]
-    spoken = {part.name: result for part in needed if (result := cache.load(part)) is not None}
+    loaded = {part.name: cache.load(part) for part in needed} if cache is not None else {}
+    spoken = {name: result for name, result in loaded.items() if result is not None}
     return _Work(finished, spoken, [part for part in needed if part.name not in spoken])
 
 
@@ -273,8 +275,9 @@ def _make(
                 if not left[part.chapter]:
                     start(part.chapter)
                 _raise_failed(finishing)
-        except PartFailed as error:
-            raise JobFailed(f"{where} {error.part.line}: {error}") from None
+        except PartFailed as error:  # the part's own kind of error where it has one
+            kind = type(error.__cause__) if isinstance(error.__cause__, PermanentError) else JobFailed
+            raise kind(f"{where} {error.part.line}: {error}") from None
         made = {finishing[future].chapter.number: future.result() for future in as_completed(finishing)}
     except BaseException:
         stop.set()

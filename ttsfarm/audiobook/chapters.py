@@ -20,16 +20,8 @@ from typing import Final
 
 from ttsfarm.audiobook.book import Chapter
 from ttsfarm.audiobook.parts import Part
-from ttsfarm.encoding import BITRATE, FRAME_ALIGNMENT
 from ttsfarm.files import FILE_MODE, UMASK, sha256_file, write_atomic
-from ttsfarm.finishing import (
-    FINISH_VERSION,
-    HEAD_SILENCE,
-    PIECE_FORMATS,
-    TAIL_SILENCE,
-    FinishRequest,
-    PartAudio,
-)
+from ttsfarm.finishing import FinishRequest, PartAudio, finishing_identity
 from ttsfarm.jobs import JobResult
 
 log = logging.getLogger(__name__)
@@ -50,12 +42,10 @@ class ChapterPlan:
     @property
     def key(self) -> str:
         identity = {
-            "version": FINISH_VERSION,
+            "finishing": finishing_identity(),
             "parts": [(p.key, p.pause_after) for p in self.parts],
             "sample_rate": self.sample_rate,
             "loudness": self.loudness,
-            "pieces": list(PIECE_FORMATS),
-            "encoding": [BITRATE, FRAME_ALIGNMENT, HEAD_SILENCE, TAIL_SILENCE],
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
 

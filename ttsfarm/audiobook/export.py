@@ -30,10 +30,10 @@ from mutagen.id3 import (
     TALB,
     TCOM,
     TCON,
-    TDRC,
     TIT2,
     TPE1,
     TPE2,
+    TYER,
     CTOCFlags,
     Frame,
     PictureType,
@@ -135,7 +135,7 @@ def mp3_tag(tags: BookTags, chapters: Sequence[ChapterMark], cover: Path | None 
     text = {TIT2: tags.title, TALB: tags.title, TPE1: tags.author, TPE2: tags.author, TCOM: tags.narrator}
     frames += [frame(encoding=3, text=[value]) for frame, value in text.items() if value]
     if tags.year:
-        frames.append(TDRC(encoding=3, text=[tags.year]))
+        frames.append(TYER(encoding=3, text=[tags.year]))  # v2.3 has no TDRC
     frames.append(TCON(encoding=3, text=[GENRE]))
     ids = [f"chp{n}" for n in range(len(chapters))]
     frames.append(

@@ -19,10 +19,10 @@ from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
 from ttsfarm.breaks import estimate_segments
 from ttsfarm.errors import PermanentError
-from ttsfarm.finisher import finish_chapter
+from ttsfarm.finisher import finish_chapter, memory_needed
 from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import JobRequest, JobResult
-from ttsfarm.processes import HelperPool, StopFlag
+from ttsfarm.processes import HelperPool
 from ttsfarm.storage import LocalStorage
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ PartProgress = Callable[[str, int, float], None]
 LOCAL_CONCURRENCY: Final = 2
 """Parts spoken at once in-process at least (a CPU batches one segment at a time): one part's
 encoding overlaps the next one's synthesis."""
-STOP_FLAG_NAME: Final = "stop"
 
 
 class PartFailed(PermanentError):
@@ -47,6 +46,12 @@ class PartFailed(PermanentError):
 
 class Renderer(Protocol):
     """Speaks parts into lossless audio with per-segment times, and finishes chapters."""
+
+    @property
+    def keeps_parts(self) -> bool:
+        """Whether parts are made here and kept in the book's part cache (else they live where
+        they are made, and the cache is not read: a farm's workers cannot read this disk)."""
+        ...
 
     def sample_rate(self, voice: str) -> int:
         """The rate of ``voice`` (a :class:`~ttsfarm.errors.VoiceNotFound` if there is none)."""
@@ -92,6 +97,10 @@ class LocalRenderer:
         self.concurrency = concurrency or max(LOCAL_CONCURRENCY, synthesizer.batcher.max_batch)
         """Parts spoken at once: enough to fill the batcher's batches (32 on a GPU)."""
 
+    @property
+    def keeps_parts(self) -> bool:
+        return True
+
     def sample_rate(self, voice: str) -> int:
         return self.synthesizer.voice(voice).sample_rate
 
@@ -130,7 +139,11 @@ class LocalRenderer:
                 executor.submit(speak, part, request): part for part, request in parts
             }
             for future in as_completed(futures):
-                yield futures[future], future.result()
+                try:
+                    result = future.result()
+                except PermanentError as error:
+                    raise PartFailed(futures[future], str(error)) from error
+                yield futures[future], result
         finally:  # done, failed, interrupted or abandoned: parts in progress stop, none is kept half made
             abandoned.set()
             executor.shutdown(wait=True, cancel_futures=True)
@@ -141,7 +154,12 @@ class LocalRenderer:
 
     def finish(self, request: FinishRequest, folder: Path, should_stop: Callable[[], bool]) -> JobResult:
         sources = [Path(part.location) for part in request.parts]
-        flag = StopFlag(folder / STOP_FLAG_NAME)
-        return self.finishing.run(
-            finish_chapter, request, sources, folder, flag.is_set, stop=flag, cancelled=should_stop
+        return self.finishing.run_in(
+            folder,
+            finish_chapter,
+            request,
+            sources,
+            folder,
+            cancelled=should_stop,
+            holds=memory_needed(request),
         )

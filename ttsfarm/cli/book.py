@@ -115,12 +115,19 @@ def audiobook(
             finally:
                 finishing.close()
     except KeyboardInterrupt:
-        kept, total, seconds = cached_so_far(book, outdir)
-        click.echo(
-            f"interrupted: {kept} of {total} parts ({seconds:.0f} s of speech) are kept in {outdir}/.parts; "
-            "run the same command again to go on from there",
-            err=True,
-        )
+        if settings.farm_mode:  # parts are kept by the farm, under ids made from their text
+            kept = "the parts and chapters the farm finished are kept there, and finished chapters in "
+            click.echo(
+                f"interrupted: {kept}{outdir}/.parts; run the same command again to go on from there",
+                err=True,
+            )
+        else:
+            done, total, seconds = cached_so_far(book, outdir)
+            click.echo(
+                f"interrupted: {done} of {total} parts ({seconds:.0f} s of speech) are kept in "
+                f"{outdir}/.parts; run the same command again to go on from there",
+                err=True,
+            )
         raise SystemExit(INTERRUPTED_STATUS) from None
     elapsed = time.perf_counter() - started
     manifest = report.manifest

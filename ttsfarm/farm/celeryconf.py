@@ -28,6 +28,16 @@ from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 TASK_NAME: Final = "ttsfarm.synthesize"
 FINISH_TASK_NAME: Final = "ttsfarm.finish"
 """A book's chapter: its parts joined, mastered and encoded (``ttsfarm.finishing``)."""
+FINISH_QUEUE_SUFFIX: Final = ".finish"
+
+
+def finish_queue(queue: str) -> str:
+    """The queue of a farm's finish jobs, beside its synthesis ``queue``. Only workers that know
+    the task read it: during an upgrade, older workers leave finish jobs queued for newer ones
+    rather than drop a task they do not know."""
+    return queue + FINISH_QUEUE_SUFFIX
+
+
 MAX_RETRIES: Final = 6
 """Retries of a job after a transient error, waiting ``retry_backoff_seconds`` (2 s) then 4, 8,
 16, 32, 64 s: about two minutes in all, so a storage or broker outage of a minute costs no job."""

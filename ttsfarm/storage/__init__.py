@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ttsfarm.files import sha256_file
 from ttsfarm.settings import Settings
 from ttsfarm.storage.base import STREAM_CHUNK_BYTES, Storage, StoredObject, read_chunks
 from ttsfarm.storage.local import LocalStorage
@@ -14,6 +15,7 @@ __all__ = [
     "LocalStorage",
     "Storage",
     "StoredObject",
+    "fetch_checked",
     "open_storage",
     "read_chunks",
     "storage_at",
@@ -33,6 +35,17 @@ def open_storage(settings: Settings, create_bucket: bool = False) -> Storage:
             storage.ensure_bucket()
         return storage
     return LocalStorage(settings.storage_url)
+
+
+def fetch_checked(source: tuple[Storage, str], target: Path, sha256: str) -> bool:
+    """Copy ``source`` (a storage and a key there) to ``target``, and say whether what arrived is
+    what ``sha256`` names (if not, ``target`` is removed)."""
+    storage, key = source
+    storage.fetch(key, target)
+    if sha256_file(target) == sha256:
+        return True
+    target.unlink(missing_ok=True)
+    return False
 
 
 def storage_at(
