@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from celery import Celery
+from celery import Celery, states
 from celery.concurrency import get_implementation
 from celery.exceptions import Reject
 from celery.signals import (
@@ -32,6 +32,7 @@ from synthesis.pipeline import Synthesizer
 from ttsfarm.errors import SettingsError
 from ttsfarm.farm.celeryconf import finish_queue, make_celery
 from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
+from worker.broker import install as install_broker_workaround
 from worker.resources import WorkerResources
 from worker.tasks import register_tasks
 
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 
 SynthesizerFactory = Callable[[Settings], Synthesizer]
+ENDED: Final = frozenset({states.SUCCESS, states.FAILURE, states.IGNORED, states.RETRY})
+"""How a task ends when its job's outcome is recorded: its message is settled (a retry is a new
+message; a job handed back, ``REJECTED``, is not among them)."""
 
 
 def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) -> Celery:
@@ -47,6 +51,7 @@ def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) 
     if not settings.farm_mode:
         raise SettingsError(NO_BROKER_MESSAGE)
     settings = prewarmed(settings)
+    install_broker_workaround()
     app = make_celery(settings)
     resources = WorkerResources(settings, app, build)
     app.ttsfarm_resources = resources
@@ -123,8 +128,11 @@ def _connect_signals(resources: WorkerResources) -> None:
         """From receipt to the end of the task, the message stays ours (``worker/leases.py``)."""
         resources.leases.hold(request.id, request.message.delivery_tag)
 
-    def end_lease(task_id: str = "", **_: Any) -> None:
-        resources.leases.release(task_id)
+    def end_lease(task_id: str = "", state: str | None = None, **_: Any) -> None:
+        if state in ENDED:  # recorded: its message must not come back
+            resources.leases.settle(task_id)
+        else:  # handed back to the queue (the worker is stopping): the message goes back
+            resources.leases.release(task_id)
 
     def stop_with_grace(**_: Any) -> None:
         """SIGTERM (``docker stop``): Celery's warm shutdown takes no new jobs and waits for the

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import redis
@@ -28,16 +28,24 @@ RENEWALS_PER_TIMEOUT: Final = 4
 blip) before another worker could take the job."""
 MAX_RENEW_INTERVAL_SECONDS: Final = 60.0
 INDEX_KEY: Final[str] = Channel.unacked_index_key
+MESSAGES_KEY: Final[str] = Channel.unacked_key
 
 
 class Leases:
     """Renews the delivery time of the messages of the jobs running in this process."""
 
     def __init__(
-        self, broker_url: str, visibility_timeout: float, tls: Mapping[str, str] | None = None
+        self,
+        broker_url: str,
+        visibility_timeout: float,
+        tls: Mapping[str, str] | None = None,
+        held: Callable[[str], bool] | None = None,
     ) -> None:
         self.interval = min(MAX_RENEW_INTERVAL_SECONDS, max(0.2, visibility_timeout / RENEWALS_PER_TIMEOUT))
         self._redis = connect(broker_url, tls)
+        self._held = held
+        """Whether the worker still holds a task id's request: after a lost connection it drops
+        those it had not started, and their messages must then come back, not stay leased."""
         self._tags: dict[str, str] = {}
         """Delivery tags of the messages this worker holds, by task id."""
         self._lock = threading.Lock()
@@ -55,10 +63,29 @@ class Leases:
         with self._lock:
             self._tags.pop(task_id, None)
 
+    def settle(self, task_id: str) -> None:
+        """The job ended for good: its message leaves Redis now, as its acknowledgement would take
+        it. The acknowledgement itself is lost when the connection it came on is gone (a Redis
+        restart), and the message would come back after the visibility timeout."""
+        with self._lock:
+            tag = self._tags.pop(task_id, None)
+        if tag is None:
+            return
+        try:
+            pipe = self._redis.pipeline()
+            pipe.zrem(INDEX_KEY, tag)
+            pipe.hdel(MESSAGES_KEY, tag)
+            pipe.execute()
+        except redis.exceptions.RedisError as error:  # the acknowledgement may still land
+            log.warning("could not settle the message of job %s: %s", task_id, error)
+
     def renew(self) -> int:
         """Renew every held lease now; how many messages were still out (acknowledged ones are
         not brought back: ``XX`` only updates members that exist)."""
         with self._lock:
+            if self._held is not None:
+                for task_id in [t for t in self._tags if not self._held(t)]:
+                    del self._tags[task_id]  # dropped by the worker: let it come back
             tags = list(self._tags.values())
         if not tags:
             return 0

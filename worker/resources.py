@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 from celery import Celery
+from celery.worker import state as worker_state
 
 from synthesis.build import build_synthesizer
 from synthesis.pipeline import Synthesizer
@@ -121,6 +122,7 @@ class WorkerResources:
                     self.settings.broker_url or "",
                     self.settings.visibility_timeout_seconds,
                     self.settings.redis_tls(),
+                    held=lambda task_id: task_id in worker_state.requests,
                 )
             return self._leases
 
