@@ -27,6 +27,8 @@ RENEWALS_PER_TIMEOUT: Final = 4
 """A lease is renewed this many times per visibility timeout: three renewals may fail (a Redis
 blip) before another worker could take the job."""
 MAX_RENEW_INTERVAL_SECONDS: Final = 60.0
+HELD_GRACE_SECONDS: Final = 1.0
+"""A message taken this recently is renewed even if Celery does not list its request yet."""
 INDEX_KEY: Final[str] = Channel.unacked_index_key
 MESSAGES_KEY: Final[str] = Channel.unacked_key
 
@@ -48,6 +50,8 @@ class Leases:
         those it had not started, and their messages must then come back, not stay leased."""
         self._tags: dict[str, str] = {}
         """Delivery tags of the messages this worker holds, by task id."""
+        self._since: dict[str, float] = {}
+        """When each was taken: Celery records a request a moment after it says it received it."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ttsfarm-leases", daemon=True)
@@ -58,10 +62,12 @@ class Leases:
         if delivery_tag:
             with self._lock:
                 self._tags[task_id] = delivery_tag
+                self._since[task_id] = time.monotonic()
 
     def release(self, task_id: str) -> None:
         with self._lock:
             self._tags.pop(task_id, None)
+            self._since.pop(task_id, None)
 
     def settle(self, task_id: str) -> None:
         """The job ended for good: its message leaves Redis now, as its acknowledgement would take
@@ -69,6 +75,7 @@ class Leases:
         restart), and the message would come back after the visibility timeout."""
         with self._lock:
             tag = self._tags.pop(task_id, None)
+            self._since.pop(task_id, None)
         if tag is None:
             return
         try:
@@ -84,8 +91,10 @@ class Leases:
         not brought back: ``XX`` only updates members that exist)."""
         with self._lock:
             if self._held is not None:
-                for task_id in [t for t in self._tags if not self._held(t)]:
-                    del self._tags[task_id]  # dropped by the worker: let it come back
+                settled_in = time.monotonic() - HELD_GRACE_SECONDS
+                dropped = [t for t in self._tags if self._since[t] < settled_in and not self._held(t)]
+                for task_id in dropped:  # dropped by the worker: let it come back
+                    del self._tags[task_id], self._since[task_id]
             tags = list(self._tags.values())
         if not tags:
             return 0
