@@ -32,12 +32,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_s3() -> tuple[Any, str]:
-    """moto's S3 server on a free local port: (server, endpoint URL); ``server.stop()`` ends it."""
+def start_s3(port: int | None = None) -> tuple[Any, str]:
+    """moto's S3 server on ``port`` (a free local one by default): (server, endpoint URL);
+    ``server.stop()`` ends it."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
+    port = port or free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return server, f"http://127.0.0.1:{port}"

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Final
 
 from piper.phoneme_ids import phonemes_to_ids
-from piper.phonemize_espeak import EspeakPhonemizer
 
+from ttsfarm.espeak import phonemize
 from ttsfarm.voices import Voice
 
 SENTENCE_JOIN: Final = " "
 """Placed between espeak's sentences when one segment holds more than one."""
-
-_espeak_lock = threading.Lock()
-_espeak: EspeakPhonemizer | None = None
-
-
-def _phonemizer() -> EspeakPhonemizer:
-    global _espeak
-    if _espeak is None:
-        _espeak = EspeakPhonemizer()
-    return _espeak
-
 
 class Phonemizer:
     """Phoneme ids for one voice. Safe to share between threads (espeak-ng is not: we lock)."""
@@ -34,8 +22,7 @@ class Phonemizer:
 
     def phonemes(self, text: str) -> list[str]:
         """All phonemes of ``text`` as one utterance."""
-        with _espeak_lock:
-            sentences = _phonemizer().phonemize(self.voice.espeak_voice, text)
+        sentences = phonemize(self.voice.espeak_voice, text)
         joined: list[str] = []
         for sentence in sentences:
             if joined and sentence:

@@ -9,6 +9,7 @@ containers sharing a volume) never remove each other's live folders.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -19,25 +20,67 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from ttsfarm.errors import TempSpaceUnavailable, TtsfarmError
+
 log = logging.getLogger(__name__)
 
 TEMP_PREFIX: Final = "ttsfarm-"
 LOCK_SUFFIX: Final = ".lock"
+LOW_SPACE_BYTES: Final = 16 * 2**20
+"""Below this much free space, a write that failed in a job folder is taken for a full disk:
+libsndfile and encoders report one as a bare "System error"."""
 
 
 @contextmanager
 def job_folder(parent: str | None = None) -> Iterator[Path]:
     """A fresh temp folder under ``parent`` (the system's temp folder by default), locked to
-    this process while it is in use, and removed with its lock file afterwards."""
-    fd, lock = _locked_file(parent)
+    this process while it is in use, and removed with its lock file afterwards.
+
+    A failure that came from the disk under it (full, over quota, read-only) is raised as
+    :class:`TempSpaceUnavailable`: it passes when space is freed, so the job is retried."""
+    where = parent or tempfile.gettempdir()
+    try:
+        fd, lock = _locked_file(parent)
+    except OSError as error:
+        raise _space_error(where, error) or error from None
     folder = Path(lock.removesuffix(LOCK_SUFFIX))
     try:
         folder.mkdir()
         yield folder
+    except Exception as error:
+        # looked at before the folder goes: what the job wrote still fills the disk
+        fault = None if isinstance(error, TtsfarmError) else _space_error(where, error, folder)
+        if fault is None:
+            raise
+        raise fault from error
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         Path(lock).unlink(missing_ok=True)
         os.close(fd)  # last: the lock guards the folder until it is gone
+
+
+def _space_error(where: str, error: Exception, folder: Path | None = None) -> TempSpaceUnavailable | None:
+    """The :class:`TempSpaceUnavailable` to raise for ``error`` if the temp disk caused it."""
+    code = error.errno if isinstance(error, OSError) else None
+    full, read_only = code in (errno.ENOSPC, errno.EDQUOT), code == errno.EROFS
+    if code is None or not (full or read_only):
+        try:
+            stats = os.statvfs(folder or where)
+        except OSError:
+            return None
+        read_only = bool(stats.f_flag & os.ST_RDONLY)
+        full = stats.f_bavail * stats.f_frsize < LOW_SPACE_BYTES
+    if read_only:
+        state = "read-only"
+    elif full:
+        state = "full"
+    else:
+        return None
+    return TempSpaceUnavailable(
+        f"the temp folder {where} is {state} (TTSFARM_TEMP_DIR), so the job could not be written "
+        f"there ({type(error).__name__}: {error}): free space on that disk or point TTSFARM_TEMP_DIR "
+        "at a larger one; the job is retried"
+    )
 
 
 def sweep(parent: str | None = None) -> int:

@@ -15,7 +15,7 @@ import pytest
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
-from ttsfarm.errors import VoiceNotFound
+from ttsfarm.errors import VoiceNotFound, VoiceUnusable
 from ttsfarm.voices import Voice, list_voices, resolve_voice
 
 
@@ -47,6 +47,24 @@ def test_voice_by_path_and_from_a_folder(voice: Voice, tmp_path: Path) -> None:
     assert resolve_voice("mine", str(tmp_path)).sample_rate == 22050
     with pytest.raises(VoiceNotFound, match="not found"):
         resolve_voice(str(tmp_path / "missing.onnx"))
+
+
+def test_one_broken_voice_file_is_one_voice_missing(
+    voice: Voice, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A malformed ``.onnx.json`` in the voices folder leaves that voice out, with a warning that
+    says which file and what to do; the other voices, built-in and in the folder, serve on."""
+    shutil.copy(voice.model_path, tmp_path / "good.onnx")
+    shutil.copy(voice.config_path, tmp_path / "good.onnx.json")
+    (tmp_path / "broken.onnx").write_bytes(b"")
+    (tmp_path / "broken.onnx.json").write_text('{"audio": {"sample_rate": ')
+    assert [v.name for v in list_voices(str(tmp_path))] == ["joe", "good"]
+    assert "broken.onnx.json" in caplog.text and "fix or remove that file" in caplog.text
+    assert resolve_voice("joe", str(tmp_path)).name == "joe"
+    assert resolve_voice("good", str(tmp_path)).name == "good"
+    with pytest.raises(VoiceUnusable, match=r"broken\.onnx\.json.*fix or remove that file") as raised:
+        resolve_voice("broken", str(tmp_path))
+    assert str(tmp_path) not in raised.value.public  # what a job's client reads holds no path
 
 
 def test_multi_speaker_voice(voice: Voice, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@
     │   ├── SettingsError        a setting (environment, config file) is not usable: fix it, restart
     │   ├── InvalidInput         empty text, text over the limit, bad file, bad option
     │   ├── VoiceNotFound        unknown voice name or path
+    │   │   └── VoiceUnusable    a voice of the voices folder whose files are broken
     │   ├── UnsupportedFormat    output format we cannot encode
     │   ├── JobNotFound          no job with that id
     │   ├── JobFailed            the job ended in failure (its error says why)
@@ -16,12 +17,15 @@
         ├── BrokerUnavailable    the broker cannot be reached
         ├── QueueFull            the farm's queue holds as many jobs as it may: submit later
         ├── StorageUnavailable   the storage backend failed or cannot be reached, or a disk is full
+        ├── TempSpaceUnavailable a worker's temp folder is full or read-only
         ├── InvalidAudio         the engine returned samples that are not numbers (NaN, inf)
         ├── WaitTimeout          a job did not finish within the wait (it may still finish)
         └── WorkerStopping       the worker is stopping: the job goes back to the queue
 
 Programmer errors stay built-in (``ValueError``, ``TypeError``).
-Every message is written for the user: it says what went wrong and what to change.
+Every message is written for the user: it says what went wrong and what to change. Where that
+user is the operator (a storage endpoint, a local path), :attr:`TtsfarmError.public` is what a
+job's client reads instead: the worker's log keeps the details.
 """
 
 from __future__ import annotations
@@ -31,6 +35,15 @@ from collections.abc import Callable
 
 class TtsfarmError(Exception):
     """Base class for errors raised by ttsfarm."""
+
+    PUBLIC: str | None = None
+    """What a job's client reads for errors of this class, when the message itself holds the
+    operator's details (endpoints, buckets, paths); ``None``: the message is for clients too."""
+
+    @property
+    def public(self) -> str:
+        """The error as the clients of a farm job may read it."""
+        return self.PUBLIC or str(self)
 
 
 class PermanentError(TtsfarmError):
@@ -53,6 +66,12 @@ class DeviceUnavailable(PermanentError):
 
 class VoiceNotFound(PermanentError):
     """The voice name or path does not name a Piper voice."""
+
+
+class VoiceUnusable(VoiceNotFound):
+    """A voice of the farm's voices folder whose files cannot be used: the other voices serve on."""
+
+    PUBLIC = "that voice's files on this farm are broken: the farm's operator must fix or remove them"
 
 
 class UnsupportedFormat(PermanentError):
@@ -80,6 +99,8 @@ def raise_if_cancelled(cancelled: Callable[[], bool] | None) -> None:
 class StorageRejected(PermanentError):
     """The storage refused the request for a reason retrying will not fix."""
 
+    PUBLIC = "the farm's storage refused to store the audio: its operator must fix it"
+
 
 class EngineOutOfMemory(PermanentError):
     """The runtime could not allocate memory for a batch. The batcher halves the batch and splits
@@ -101,6 +122,14 @@ class QueueFull(TransientError):
 
 class StorageUnavailable(TransientError):
     """The storage backend cannot be reached or refused the write."""
+
+    PUBLIC = "the farm's storage could not be reached"
+
+
+class TempSpaceUnavailable(TransientError):
+    """A worker's temp folder is full or cannot be written: the job is retried once space is freed."""
+
+    PUBLIC = "the worker's temp disk is full or read-only"
 
 
 class InvalidAudio(TransientError):

@@ -137,6 +137,14 @@ class Settings:
     characters, about 200 KB): 10,000 of the longest are about 2 GB, which a Redis sized for the
     farm holds, and a producer stuck in a loop is stopped long before Redis runs out of memory
     and takes the workers' queue down with it."""
+    max_job_audio_seconds: float = 4 * 3600
+    """Jobs estimated to make more audio than this are refused at submit (``ttsfarm.admission``,
+    from their phonemes), saying so; 0 means no limit. 200,000 characters of prose make about
+    3.4 hours."""
+    max_job_temp_mb: int = 1_500
+    """Jobs estimated to need more temp space than this (their 16-bit WAV, twice for a mastered
+    job) are refused at submit; 0 means no limit. 4 hours of a 22,050 Hz voice, mastered, need
+    about 1,270 MB. A worker needs at most its concurrency times this in ``temp_dir``."""
     visibility_timeout_seconds: int = 15 * 60
     """Redis hands an unacknowledged job to another worker after this long. A live worker renews
     the messages of its running jobs (``worker/leases.py``), so this bounds only how soon the
@@ -262,6 +270,8 @@ _NOT_NEGATIVE: Final = (
     "presign_seconds",
     "metrics_port",
     "max_queued_jobs",
+    "max_job_audio_seconds",
+    "max_job_temp_mb",
 )
 
 

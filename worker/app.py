@@ -82,7 +82,7 @@ def run_worker(
     build: SynthesizerFactory = build_synthesizer,
 ) -> None:
     """Start a farm worker in this process and serve jobs until it is stopped (as arq's
-    ``run_worker(settings)``)."""
+    ``run_worker(settings)``). A worker that must stop on its own exits non-zero, saying why."""
     app = make_app(settings, build)
     resources = resources_of(app)
     # Built here, not only when Celery says it is ready: Celery logs and swallows errors in its
@@ -103,6 +103,15 @@ def run_worker(
             "--task-events",
         ]
     )
+    # Celery's worker_main drops its worker's exit status: it is read when the worker shuts down.
+    status = resources.exit_status
+    if status and not resources.stop_asked:  # not Ctrl-C (1, as Celery ends then): its own failure
+        raise SystemExit(
+            f"ttsfarm: the worker stopped on an unrecoverable error (exit status {status}); "
+            "the CRITICAL line above says which"
+        )
+    if status:
+        raise SystemExit(status)
 
 
 def default_hostname(settings: Settings) -> str:
@@ -137,15 +146,19 @@ def _connect_signals(resources: WorkerResources) -> None:
     def stop_with_grace(**_: Any) -> None:
         """SIGTERM (``docker stop``): Celery's warm shutdown takes no new jobs and waits for the
         running ones; past the grace they stop at their next segment and are handed back at once."""
+        resources.stop_asked = True
         resources.stop_after(resources.settings.stop_grace_seconds)
 
-    def close(**_: Any) -> None:
+    def close(sender: Any = None, **_: Any) -> None:
+        resources.exit_status = getattr(sender, "exitcode", None)
         resources.close()
 
-    def load_model_at_start(**_: Any) -> None:
-        """Load and warm the default voice before the first job arrives."""
+    def load_model_at_start(sender: Any = None, **_: Any) -> None:
+        """Load and warm the default voice before the first job arrives, and take jobs only
+        while the storage can be written."""
         resources.storage  # noqa: B018 - building them is the point
         resources.synthesizer  # noqa: B018
+        resources.gate.attach(sender)
 
     worker_init.connect(check_pool, weak=False)
     task_received.connect(lease, weak=False)
@@ -181,10 +194,16 @@ def _register_inspect_commands() -> None:
         }
 
     def ttsfarm_health(state: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """``ttsfarm-healthcheck worker NAME``: ok if the engine ran a batch lately or runs one now."""
+        """``ttsfarm-healthcheck worker NAME``: ok if the storage can be written and the engine ran
+        a batch lately or runs one now."""
         resources = resources_of(state.consumer.app)
         resources.synthesizer  # noqa: B018 - built (and with it the health probe) if it was not yet
         assert resources.health is not None
+        if resources.gate.problem is not None:
+            return {
+                "ok": False,
+                "error": f"storage cannot be written, no jobs taken: {resources.gate.problem}",
+            }
         return resources.health.check(timeout)
 
     inspect_command()(ttsfarm_stats)

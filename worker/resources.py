@@ -1,5 +1,5 @@
-"""What every task of a worker process shares: the synthesizer, the storage, the registry, the
-message leases, the health probe and the metrics, each built once on first use."""
+"""What every task of a worker process shares: the synthesizer, the storage and its gate, the
+registry, the message leases, the health probe and the metrics, each built once on first use."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from celery.worker import state as worker_state
 from synthesis.build import build_synthesizer
 from synthesis.pipeline import Synthesizer
 from synthesis.scratch import sweep
-from ttsfarm.farm.celeryconf import queued_jobs
+from ttsfarm.farm.celeryconf import finish_queue, queued_jobs
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
 from worker.health import EngineHealth
 from worker.leases import Leases
 from worker.metrics import WorkerMetrics, start_metrics
+from worker.storage_gate import StorageGate
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,12 @@ class WorkerResources:
         self._leases: Leases | None = None
         self._sources: dict[str, Storage] = {}
         self._sources_lock = threading.Lock()
+        self.gate = StorageGate(lambda: self.storage, [settings.queue, finish_queue(settings.queue)])
+        """Closed while the storage cannot be written: the worker takes no jobs meanwhile."""
+        self.exit_status: int | None = None
+        """The Celery worker's exit status, once it has shut down."""
+        self.stop_asked = False
+        """Set when a signal asked the worker to stop (its exit status is then Celery's)."""
         self.stopping = threading.Event()
         """Set once a stop's grace ran out: running jobs go back to the queue."""
         self.health: EngineHealth | None = None

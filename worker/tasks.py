@@ -11,12 +11,19 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from kombu.exceptions import OperationalError
 
-from ttsfarm.errors import Cancelled, EngineOutOfMemory, PermanentError, TransientError, WorkerStopping
+from ttsfarm.errors import (
+    Cancelled,
+    EngineOutOfMemory,
+    PermanentError,
+    TransientError,
+    WorkerStopping,
+)
 from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, MAX_RETRIES, TASK_NAME
 from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import SUBMITTED_AT, JobRequest, JobResult
 from worker.finish import finish_here
 from worker.jobs import best_effort, run_job, run_recorded, until_recorded
+from worker.storage_gate import StorageDown
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -72,8 +79,8 @@ def serve(
     counts_audio: bool,
 ) -> dict[str, Any]:
     """Run one task's job and record how it ended: the adapter every task shares. A cancelled job
-    is ignored, a stopping worker hands it back, a transient error is retried with backoff,
-    and a permanent one fails the job with its message."""
+    is ignored; a stopping worker, or one whose storage cannot be written, hands it back; a
+    transient error is retried with backoff, and a permanent one fails the job with its message."""
     job_id = str(message.get("job_id") or task.request.id)
     registry = resources.registry
     started, outcome, audio_seconds = time.monotonic(), "failed", 0.0
@@ -81,7 +88,7 @@ def serve(
         submitted = message.get(SUBMITTED_AT) if task.request.retries == 0 else None
         resources.metrics.job_started(time.time() - submitted if submitted else None)
     try:
-        result = run()
+        result = resources.gate.guard(run)
         outcome, audio_seconds = "succeeded", result.duration if counts_audio else 0.0
     except Cancelled:
         outcome = "cancelled"
@@ -99,9 +106,14 @@ def serve(
         best_effort(registry.note_retry, job_id, str(error))
         log.warning("job %s: handed back to the queue (the worker is stopping)", job_id)
         raise Reject(error, requeue=True) from None
+    except StorageDown as error:  # this worker takes no jobs until it can store them
+        outcome = "retried"
+        best_effort(registry.note_retry, job_id, error.public)
+        log.warning("job %s: handed back to the queue (%s)", job_id, error)
+        raise Reject(error, requeue=True) from None
     except TransientError as error:
         if task.request.retries < MAX_RETRIES:
-            best_effort(registry.note_retry, job_id, str(error))  # the retry matters, not the note
+            best_effort(registry.note_retry, job_id, error.public)  # the retry matters, not the note
             outcome = "retried"
             try:
                 raise task.retry(
@@ -113,23 +125,29 @@ def serve(
                 # visibility timeout if even that cannot reach the broker
                 log.warning("job %s: its retry could not be queued (%s): handing it back", job_id, error)
                 raise Reject(rejected.reason, requeue=True) from None
-        until_recorded(registry.failed, job_id, f"{error} (gave up after {MAX_RETRIES} retries)")
+        until_recorded(registry.failed, job_id, f"{error.public} (gave up after {MAX_RETRIES} retries)")
         raise
     except EngineOutOfMemory as error:  # after halving, single items and splitting: no retry helps
         # (a PermanentError too: caught before the general clause below, for its hint)
+        log.warning("job %s failed: out of memory on one segment: %s", job_id, error)
         until_recorded(
             registry.failed,
             job_id,
-            f"out of memory on one segment even after splitting it ({error}): lower TTSFARM_MAX_PHONEME_IDS",
+            "out of memory on one segment even after splitting it: the farm's operator may lower "
+            "TTSFARM_MAX_PHONEME_IDS",
         )
         raise
     except PermanentError as error:  # bad input: the job's error says what to change
         log.warning("job %s failed: %s", job_id, error)
-        until_recorded(registry.failed, job_id, str(error))
+        until_recorded(registry.failed, job_id, error.public)
         raise
-    except Exception as error:
+    except Exception:
         log.exception("job %s failed", job_id)
-        until_recorded(registry.failed, job_id, f"internal error: {type(error).__name__}: {error}")
+        until_recorded(
+            registry.failed,
+            job_id,
+            f"internal error in the worker (its log has the details, under job {job_id})",
+        )
         raise
     finally:
         if resources.metrics is not None:

@@ -341,23 +341,6 @@ def test_broker_down_at_submit_is_a_clear_error() -> None:
     assert time.monotonic() - started < 15
 
 
-def test_storage_down_is_retried_then_failed(
-    redis_url: str, s3_endpoint: str, client: Client, s3, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    dead = f"http://127.0.0.1:{free_port()}"
-    env = farm_env(redis_url, dead, TTSFARM_QUEUE="no-storage")
-    broken = WorkerProcess(env, tmp_path / "broken.log", "no-storage", concurrency=2)
-    try:
-        with Client(replace(client.settings, queue="no-storage")) as c:
-            job_id = c.submit("This will not be stored.")
-            with pytest.raises(JobFailed, match=r"storage unreachable during .*gave up after 6 retries"):
-                c.wait(job_id, timeout=120)
-            assert c.status(job_id).attempts == 7
-    finally:
-        broken.stop()
-    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/{job_id}")
-
-
 def test_key_of_a_failed_job_can_be_tried_again(
     client: Client, worker: WorkerProcess, tmp_path: Path
 ) -> None:

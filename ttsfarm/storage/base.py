@@ -34,6 +34,10 @@ class Storage(Protocol):
 
     def get_bytes(self, key: str) -> bytes | None: ...
 
+    def delete(self, key: str) -> None:
+        """Remove the object under ``key`` if there is one."""
+        ...
+
     def stream(self, key: str) -> Iterator[bytes]:
         """The object's bytes in pieces. The object is opened before this returns, so a missing
         one is :class:`JobNotFound` here, not halfway through a response."""

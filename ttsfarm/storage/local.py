@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ttsfarm.errors import JobNotFound
+from ttsfarm.errors import InvalidInput, JobNotFound, StorageRejected, TtsfarmError
 from ttsfarm.files import atomic_target, sha256_file, write_atomic, write_error
 from ttsfarm.storage.base import StoredObject, read_chunks
 
@@ -25,7 +25,10 @@ class LocalStorage:
 
     def put(self, source: Path, key: str, content_type: str = "", sha256: str = "") -> StoredObject:
         target = self._path(key)
-        _copy_atomically(source, target)
+        try:
+            _copy_atomically(source, target)
+        except InvalidInput as error:
+            raise _rejected(error) from None
         return StoredObject(location=str(target), url=None)
 
     def fetch(self, key: str, target: Path) -> None:
@@ -43,7 +46,9 @@ class LocalStorage:
         try:
             write_atomic(target, data)
         except OSError as error:
-            raise write_error(target, error) from None
+            raise _rejected(write_error(target, error)) from None
+        except InvalidInput as error:
+            raise _rejected(error) from None
 
     def get_bytes(self, key: str) -> bytes | None:
         path = self._path(key)
@@ -57,8 +62,25 @@ class LocalStorage:
             raise JobNotFound(f"{key} is not in the storage folder (was it moved or deleted?)") from None
         return read_chunks(handle)
 
+    def delete(self, key: str) -> None:
+        try:
+            self._path(key).unlink(missing_ok=True)
+        except OSError as error:
+            raise _rejected(write_error(self._path(key), error)) from None
+
     def download_url(self, key: str) -> str | None:
         return None
+
+
+def _rejected(error: TtsfarmError) -> TtsfarmError:
+    """A write the storage folder refuses until it is changed (read-only, no permission, a file
+    where a folder should be) is the storage's fault, not the request's: :class:`StorageRejected`.
+    A full disk stays transient."""
+    return (
+        StorageRejected(f"the storage folder refused a write: {error}")
+        if isinstance(error, InvalidInput)
+        else error
+    )
 
 
 def _copy_atomically(source: Path, target: Path) -> None:

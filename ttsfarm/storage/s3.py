@@ -152,6 +152,12 @@ class S3Storage:
         except _ERRORS as error:
             raise _translate(error, f"upload of {key}") from None
 
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.object_key(key))
+        except _ERRORS as error:
+            raise _translate(error, f"removal of {key}") from None
+
     def _body(self, key: str) -> Any | None:
         """The object's body, not read yet; ``None`` if there is no such object."""
         try:

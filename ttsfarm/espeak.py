@@ -1,0 +1,20 @@
+"""espeak-ng, as piper-tts bundles it: one phonemizer per process, one caller at a time."""
+
+from __future__ import annotations
+
+import threading
+
+from piper.phonemize_espeak import EspeakPhonemizer
+
+_lock = threading.Lock()
+_phonemizer: EspeakPhonemizer | None = None
+
+
+def phonemize(espeak_voice: str, text: str) -> list[list[str]]:
+    """The phonemes of each sentence of ``text``, in ``espeak_voice`` (espeak-ng is not
+    thread-safe: calls wait for each other)."""
+    global _phonemizer
+    with _lock:
+        if _phonemizer is None:
+            _phonemizer = EspeakPhonemizer()
+        return _phonemizer.phonemize(espeak_voice, text)  # type: ignore[no-any-return]
