@@ -10,7 +10,6 @@ logs them instead), anything unexpected answers 500, and every message that does
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -21,6 +20,7 @@ from starlette.exceptions import HTTPException
 
 from ttsfarm.errors import (
     Cancelled,
+    InvalidInput,
     JobFailed,
     JobNotFound,
     PermanentError,
@@ -29,6 +29,8 @@ from ttsfarm.errors import (
     TtsfarmError,
     WaitTimeout,
 )
+from ttsfarm.jobs import check_unicode
+from ttsfarm.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,6 @@ UNAVAILABLE_MESSAGE: Final = "the farm's queue or storage cannot be reached just
 INTERNAL_MESSAGE: Final = "internal error: the gateway's log has the details"
 QUEUE_FULL_RETRY_SECONDS: Final = 30
 """``Retry-After`` of a submit refused because the farm's queue is full."""
-_CREDENTIALS: Final = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 _TYPES: Final = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -58,11 +59,6 @@ class ApiError(Exception):
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers
-
-
-def redact(message: str) -> str:
-    """``redis://:secret@host`` -> ``redis://***@host``, wherever a URL carries credentials."""
-    return _CREDENTIALS.sub(r"\g<scheme>***@", message)
 
 
 def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
@@ -127,6 +123,11 @@ def _describe(problem: Any) -> str:
         return "the body is not valid JSON"
     if problem.get("type") == "model_attributes_type":
         return "the body must be a JSON object, sent as Content-Type: application/json"
+    if problem.get("type") == "string_unicode" and isinstance(problem.get("input"), str):
+        try:  # a lone surrogate in a field with a length limit: say where, as for the text
+            check_unicode(problem["input"], where)
+        except InvalidInput as error:
+            return str(error)
     return f"{where}: {message}" if where else message
 
 

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Header, Path, Response
 
 from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
-from gateway.errors import ApiError, redact
+from gateway.errors import ApiError
 from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
 from producer.client import JobSpec
 from ttsfarm.errors import InvalidInput, JobNotFound
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobStatus, check_text
+from ttsfarm.redact import redact
 
 JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
 JobId = Annotated[str, Path(description="The id POST /v1/jobs answered.")]

@@ -18,8 +18,8 @@ from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import ApiError
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
-from ttsfarm.errors import WaitTimeout
-from ttsfarm.jobs import AUDIO_FORMATS
+from ttsfarm.errors import InvalidInput, WaitTimeout
+from ttsfarm.jobs import AUDIO_FORMATS, check_unicode
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")
 """Model names the speech endpoint takes; all speak with the farm's voices alike."""
@@ -65,6 +65,10 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
         )
     if not body.input.strip():
         raise ApiError(400, "input is empty: give some words to speak", "invalid_text")
+    try:
+        check_unicode(body.input, "input")
+    except InvalidInput as error:
+        raise ApiError(400, str(error), "invalid_text") from None
     if len(body.input) > max_chars:
         raise ApiError(
             413,

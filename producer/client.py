@@ -11,6 +11,7 @@ Imports neither onnxruntime nor the worker's engine.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from kombu.exceptions import OperationalError
 
+from ttsfarm.admission import check_cost
 from ttsfarm.errors import (
     BrokerUnavailable,
     InvalidInput,
@@ -39,9 +41,11 @@ from ttsfarm.jobs import (
     JobResult,
     JobStatus,
     SynthesisOptions,
+    check_key,
     new_job_id,
     wait_until_done,
 )
+from ttsfarm.redact import redact
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, fetch_checked, open_storage, storage_at
 from ttsfarm.voices import VoiceCatalog
@@ -104,8 +108,19 @@ class Client:
             noise_scale=spec.noise_scale,
             noise_w=spec.noise_w,
         )
-        self.voices.check(options.voice, options.speaker)
-        return JobRequest(spec.text, options, spec.format, new_job_id(), spec.loudness)
+        voice = self.voices.check(options.voice, options.speaker)
+        if spec.key is not None:
+            check_key(spec.key)
+        request = JobRequest(spec.text, options, spec.format, new_job_id(), spec.loudness)
+        check_cost(
+            request.text,
+            voice,
+            options.length_scale,
+            request.loudness is not None,
+            self.settings.max_job_audio_seconds,
+            self.settings.max_job_temp_mb,
+        )
+        return request
 
     def submit(
         self,
@@ -124,62 +139,100 @@ class Client:
         return self.submit_many([spec])[0]
 
     def submit_many(self, specs: Iterable[JobSpec | str]) -> list[str]:
-        """Queue many jobs in one call (one broker connection); ids in the same order."""
+        """Queue many jobs in one call (one broker connection); ids in the same order. Every job
+        is checked (text, voice, options, key) before any is queued: a bad one queues none."""
         jobs = [s if isinstance(s, JobSpec) else JobSpec(s) for s in specs]
-        requests = [self._request(job) for job in jobs]  # validates every text before sending any
+        requests = []
+        for number, job in enumerate(jobs, 1):
+            try:
+                requests.append(self._request(job))
+            except PermanentError as error:
+                if len(jobs) == 1:
+                    raise
+                raise type(error)(f"job {number} of {len(jobs)}: {error}; nothing was queued") from None
         return self._queue(TASK_NAME, requests, [job.key for job in jobs], self.settings.queue)
 
     def submit_finish(self, request: FinishRequest, key: str | None = None) -> str:
         """Queue a finish job (a book's chapter: its parts joined, mastered and encoded on a
         worker); returns its id. With ``key``, as :meth:`submit`."""
+        if key is not None:
+            check_key(key)
         return self._queue(FINISH_TASK_NAME, [request], [key], finish_queue(self.settings.queue))[0]
 
     def _queue(
         self, task: str, requests: Sequence[Queueable], keys: Sequence[str | None], queue: str
     ) -> list[str]:
-        """Record and send ``requests`` as ``task`` jobs, each bound to its idempotency key."""
+        """Record and send ``requests`` (checked, with their keys, by the caller) as ``task`` jobs,
+        each bound to its idempotency key; the ids in order. All are recorded and bound before the
+        first is sent, so a refused call queues nothing and leaves no record; a record whose
+        message could not be sent is marked failed: none waits for a message that never comes."""
+        fingerprints = [request.fingerprint() for request in requests]
+        self._check_room(len(requests))
+        ids = self._record(requests, keys, fingerprints)
+        self._send(task, [r for r, job_id in zip(requests, ids, strict=True) if r.job_id == job_id], queue)
+        return ids
+
+    def _record(
+        self, requests: Sequence[Queueable], keys: Sequence[str | None], fingerprints: Sequence[str]
+    ) -> list[str]:
+        """Record each request as queued and bind it to its key: the id each is answered with (its
+        own, or that of the job its key is bound to already). All or none: on any error the
+        records made here are dropped."""
         ids: list[str] = []
-        sending: str | None = None
+        made: list[str] = []
         try:
-            self._check_room(len(requests))
+            for request, key, fingerprint in zip(requests, keys, fingerprints, strict=True):
+                job_id = request.job_id
+                # the record first: a bound key never points at nothing
+                self._registry.created(job_id, fingerprint)
+                made.append(job_id)
+                bound = job_id if key is None else self._registry.claim_key(key, job_id, fingerprint)
+                if bound != job_id:  # a repeat of the key's request: answered with that job
+                    self._registry.forget(job_id)
+                    made.pop()
+                ids.append(bound)
+        except BaseException:
+            self._drop(made)
+            raise
+        return ids
+
+    def _send(self, task: str, requests: Sequence[Queueable], queue: str) -> None:
+        """Send the recorded ``requests``. Should one fail, it and those after it are marked
+        failed: their keys can be used again, and whoever holds one of their ids learns why. (The
+        one being sent may have reached the broker all the same: its worker records how it ends.)"""
+        sent: list[str] = []
+        try:
             with self._app.producer_or_acquire() as producer:
-                for request, key in zip(requests, keys, strict=True):
-                    job_id = request.job_id
-                    fingerprint = request.fingerprint()
-                    # the record first: a bound key never points at nothing
-                    self._registry.created(job_id, fingerprint)
-                    if key is not None:
-                        try:
-                            bound = self._registry.claim_key(key, job_id, fingerprint)
-                        except InvalidInput as error:
-                            self._registry.forget(job_id)
-                            queued = (
-                                f" ({len(ids)} jobs before it were queued: {', '.join(ids)})" if ids else ""
-                            )
-                            raise InvalidInput(f"{error}{queued}") from None
-                        if bound != job_id:
-                            self._registry.forget(job_id)
-                            ids.append(bound)
-                            continue
-                    sending = job_id
+                for request in requests:
                     self._app.send_task(
                         task,
                         args=[{**request.to_dict(), SUBMITTED_AT: time.time()}],
                         argsrepr=request.summary(),  # what Flower shows instead of the whole text
                         kwargsrepr="{}",
-                        task_id=job_id,
+                        task_id=request.job_id,
                         producer=producer,
                         queue=queue,
                     )
-                    sending = None
-                    ids.append(job_id)
-        except OperationalError as error:
-            message = f"cannot reach the broker at {self.settings.broker_url}: {error}"
-            if sending is not None:  # recorded but never queued: fail it so its key can be used again
-                self._registry.failed(sending, f"could not be queued: {message}")
-            queued = f" ({len(ids)} of {len(requests)} jobs were queued: {', '.join(ids)})" if ids else ""
-            raise BrokerUnavailable(message + queued) from None
-        return ids
+                    sent.append(request.job_id)
+        except BaseException as error:
+            unreachable = isinstance(error, OperationalError)
+            reason = self._unreachable(error) if unreachable else f"{type(error).__name__}: {error}"
+            with contextlib.suppress(BrokerUnavailable):  # Redis is down too: the records expire
+                for request in requests[len(sent) :]:
+                    self._registry.failed(request.job_id, f"could not be queued: {reason}")
+            if not unreachable:
+                raise
+            queued = f" ({len(sent)} of {len(requests)} jobs were queued: {', '.join(sent)})" if sent else ""
+            raise BrokerUnavailable(reason + queued) from None
+
+    def _unreachable(self, error: BaseException) -> str:
+        return f"cannot reach the broker at {redact(self.settings.broker_url or '')}: {error}"
+
+    def _drop(self, job_ids: Sequence[str]) -> None:
+        """Forget the records of jobs that were never sent, as far as Redis can be reached."""
+        with contextlib.suppress(BrokerUnavailable):
+            for job_id in job_ids:
+                self._registry.forget(job_id)
 
     def _check_room(self, adding: int) -> None:
         """:class:`QueueFull` if ``adding`` more jobs would take the queue past its limit. Checked
@@ -188,7 +241,10 @@ class Client:
         limit = self.settings.max_queued_jobs
         if limit <= 0:
             return
-        queued = queued_jobs(self._app, self.settings.queue)
+        try:
+            queued = queued_jobs(self._app, self.settings.queue)
+        except OperationalError as error:
+            raise BrokerUnavailable(self._unreachable(error)) from None
         if queued + adding > limit:
             what = f"{adding} more jobs" if adding > 1 else "another job"
             raise QueueFull(
@@ -214,9 +270,7 @@ class Client:
         try:
             replies = self._app.control.ping(timeout=timeout)
         except OperationalError as error:
-            raise BrokerUnavailable(
-                f"cannot reach the broker at {self.settings.broker_url}: {error}"
-            ) from None
+            raise BrokerUnavailable(self._unreachable(error)) from None
         return sorted(name for reply in replies for name in reply)
 
     def wait(self, job_id: str, timeout: float | None = None, poll: float = POLL_SECONDS) -> JobResult:

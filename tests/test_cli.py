@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from bench.farm import free_port
 from ttsfarm.jobs import MAX_TEXT_CHARS
 
 
@@ -20,7 +21,10 @@ def environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return environ
 
 
-def ttsfarm(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ttsfarm(
+    *args: str | bytes, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the command as a user would; an argument given as bytes reaches it as those bytes."""
     return subprocess.run(
         [sys.executable, "-m", "ttsfarm", *args],
         cwd=cwd,
@@ -94,3 +98,60 @@ def test_bad_input_gives_one_clear_line(tmp_path: Path, case: int) -> None:
     assert message in run.stderr
     assert run.stderr.strip().count("\n") == 0, run.stderr
     assert not (tmp_path / "x.wav").exists()
+
+
+def dead_broker(password: str = "") -> dict[str, str]:
+    """A farm whose broker (a closed port) never answers: what is checked before it is reached."""
+    return {"TTSFARM_BROKER_URL": f"redis://:{password}@127.0.0.1:{free_port()}/0"}
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            [b"synth", b"caf\xe9 au lait", b"-o", b"x.wav"],
+            {},
+            "the text has a byte 0xE9 at character 4 that is not UTF-8: save or pass the text as UTF-8",
+        ),
+        (
+            [b"submit", b"\xe2\x82\xac 5 or \xa35"],  # the euro sign in UTF-8, then Latin-1's pound
+            dead_broker(),
+            "the text has a byte 0xA3 at character 8 that is not UTF-8",
+        ),
+        ([b"submit", b"Hi.", b"--key", b"k\xe9"], dead_broker(), "the key has a byte 0xE9 at character 2"),
+        (
+            [b"submit", b"Hi.", b"--voice", b"jo\xe9"],
+            dead_broker(),
+            "the voice has a byte 0xE9 at character 3",
+        ),
+    ],
+)
+def test_a_byte_that_is_not_utf8_in_an_argument_is_one_clear_line(
+    tmp_path: Path, args: list[bytes], env: dict[str, str], message: str
+) -> None:
+    """Python hands such bytes over as U+DC80..U+DCFF: refused with the byte and its place, before
+    any synthesis, and before the broker (which cannot be reached here) is asked for anything."""
+    run = ttsfarm(*args, cwd=tmp_path, env=env)
+    assert run.returncode == 1
+    assert run.stderr.startswith(f"Error: {message}"), run.stderr
+    assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr, run.stderr
+    assert run.stdout == "" and not (tmp_path / "x.wav").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["submit", "Hello."],
+        ["keys", "list"],
+        ["status", "0" * 32],
+        ["cancel", "0" * 32],
+        ["fetch", "0" * 32, "-o", "x.wav"],
+    ],
+)
+def test_the_broker_password_is_never_printed(tmp_path: Path, args: list[str]) -> None:
+    env = dead_broker(password="hunter2")
+    run = ttsfarm(*args, cwd=tmp_path, env=env)
+    assert run.returncode == 1
+    assert "hunter2" not in run.stdout + run.stderr
+    assert run.stderr.startswith("Error: cannot reach ") and "at redis://***@127.0.0.1:" in run.stderr
+    assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr, run.stderr

@@ -6,7 +6,7 @@ import errno
 import hashlib
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -24,7 +24,15 @@ from ttsfarm.errors import (
     WaitTimeout,
 )
 from ttsfarm.files import write_error
-from ttsfarm.jobs import JobRequest, JobResult, JobStatus, wait_until_done
+from ttsfarm.jobs import (
+    JobRequest,
+    JobResult,
+    JobStatus,
+    SynthesisOptions,
+    check_key,
+    check_text,
+    wait_until_done,
+)
 
 RESULT = JobResult("a" * 32, "/tmp/a.wav", None, "wav", 22050, 1.5, 1000, "0" * 64, ())
 
@@ -111,3 +119,29 @@ def test_a_loudness_travels_with_the_request_and_is_checked() -> None:
     for bad in (-50, 0, float("nan"), float("inf"), "-18", True):
         with pytest.raises(InvalidInput, match="the loudness must be a number of LUFS from -40 to -10"):
             JobRequest("Level.", loudness=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: JobRequest("x \ud800 y"), r"the text has a lone surrogate \(U\+D800\) at character 3, "),
+        (lambda: JobRequest("caf\udce9."), r"the text has a lone surrogate \(U\+DCE9\) at character 4, "),
+        (lambda: JobRequest("hi", SynthesisOptions("jo\udfffe")), r"the voice .* \(U\+DFFF\) at character 3"),
+        (
+            lambda: check_key("k\ud83d"),
+            r"the idempotency key has a lone surrogate \(U\+D83D\) at character 2",
+        ),
+        (lambda: check_key(5), "the idempotency key must be a string, not int"),
+    ],
+)
+def test_text_that_is_not_unicode_is_refused_where_it_is(make: Callable[[], object], message: str) -> None:
+    """Half of a character (an emoji's first UTF-16 half) or a byte that was not UTF-8: no encoding
+    stores it, so it is refused at the request, with its place, before a broker or Redis sees it."""
+    with pytest.raises(InvalidInput, match=message):
+        make()
+
+
+def test_text_with_any_character_of_unicode_is_taken() -> None:
+    text = "Café, naïve, 東京, 😀 and \u200d: all of Unicode."
+    assert JobRequest(text).text == check_text(text) == text
+    assert check_key("clé-😀") == "clé-😀"

@@ -17,4 +17,4 @@ def phonemize(espeak_voice: str, text: str) -> list[list[str]]:
     with _lock:
         if _phonemizer is None:
             _phonemizer = EspeakPhonemizer()
-        return _phonemizer.phonemize(espeak_voice, text)  # type: ignore[no-any-return]
+        return _phonemizer.phonemize(espeak_voice, text)

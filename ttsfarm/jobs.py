@@ -71,6 +71,22 @@ def check_format(name: str) -> str:
     return canonical
 
 
+def check_unicode(value: str, what: str) -> str:
+    """Return ``value`` if it is Unicode text, or raise :class:`InvalidInput` naming its first
+    lone surrogate and where it is (counted in characters from 1). Such a string is half of a
+    character cut in two, or bytes that were not UTF-8 decoded with ``surrogateescape``: no
+    encoding can store it, so neither the broker nor a result could hold it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInput(
+            f"{what} has a lone surrogate (U+{ord(value[error.start]):04X}) at character {error.start + 1}, "
+            "which is not Unicode text (half of a character cut in two, or a byte that was not UTF-8): "
+            "remove it, or mend the text where it came from"
+        ) from None
+    return value
+
+
 def check_text(text: str) -> str:
     """Return the text if a job can take it, or raise :class:`InvalidInput`."""
     if not isinstance(text, str):
@@ -82,7 +98,14 @@ def check_text(text: str) -> str:
             f"the text has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "
             "per job: split it (for example into chapters with `ttsfarm audiobook`)"
         )
-    return text
+    return check_unicode(text, "the text")
+
+
+def check_key(key: str) -> str:
+    """Return the idempotency key if a job can be bound to it, or raise :class:`InvalidInput`."""
+    if not isinstance(key, str):
+        raise InvalidInput(f"the idempotency key must be a string, not {type(key).__name__}")
+    return check_unicode(key, "the idempotency key")
 
 
 def _number(value: object) -> bool:
@@ -98,6 +121,7 @@ def check_options(options: SynthesisOptions) -> None:
         raise InvalidInput(
             f"the voice must be a voice name or the path of a Piper .onnx file, not {options.voice!r}"
         )
+    check_unicode(options.voice, "the voice")
     speaker = options.speaker
     if speaker is not None and not (isinstance(speaker, int) and _number(speaker) and speaker >= 0):
         raise InvalidInput(f"the speaker must be a speaker id (a whole number from 0), not {speaker!r}")

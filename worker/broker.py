@@ -6,8 +6,11 @@ Celery's consumer first collects the connection (kombu drops the transport's cli
 closes it. Closing the channel restores its unacknowledged messages through a client built from
 the transport's client, which is gone: ``AttributeError: 'NoneType' object has no attribute
 'hostname'``. That is not one of the errors Celery ignores while closing, so the worker logs
-"Unrecoverable error" and stops (with exit status 0). ``tests/farm/test_faults.py`` restarts
-Redis under a running job and shows it.
+"Unrecoverable error" and stops. ``scripts/repro_kombu_redis_restart.py`` reproduces it with a
+plain Celery app and nothing of ttsfarm; ``tests/farm/test_faults.py`` restarts Redis under a
+running ttsfarm job and shows the workaround. Upstream, the same failure family was reported as
+celery/kombu#582 (this AttributeError when a channel closes after its connection is gone) and
+celery/kombu#970 (unacknowledged messages not restored on a restart).
 
 The job that was running then ends, and Celery acknowledges its message on the channel of the
 lost connection: the same missing client, and a second "Unrecoverable error".

@@ -8,6 +8,8 @@ are skipped, saying why)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import time
 import uuid
@@ -15,13 +17,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import boto3
 import pytest
 
 from bench.farm import start_s3
 from producer import Client
-from tests.farm.conftest import BUCKET, WorkerProcess, _boto_credentials, farm_env, free_port, wait_for
+from tests.farm.conftest import BUCKET, WorkerProcess, farm_env, free_port, wait_for
 from tests.farm.test_healthcheck import healthcheck
+from ttsfarm.storage.s3 import make_client
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 RECHECK_WAIT = 30.0
@@ -129,14 +131,30 @@ def test_a_worker_takes_no_jobs_while_its_storage_is_read_only(
     assert not list(storage.glob(".ttsfarm-probe/*"))  # the probes leave nothing behind
 
 
-def test_a_worker_waits_for_its_s3_endpoint_to_come_up(
-    redis_url: str, client: Client, tmp_path: Path
+@contextlib.contextmanager
+def resolvable(name: str) -> Iterator[None]:
+    """``name`` resolves to 127.0.0.1 (a line in /etc/hosts) within the block, and not outside it."""
+    hosts = Path("/etc/hosts")
+    before = hosts.read_text()
+    hosts.write_text(f"{before.rstrip()}\n127.0.0.1 {name}\n")
+    try:
+        yield
+    finally:
+        hosts.write_text(before)
+
+
+def test_a_worker_waits_for_its_s3_endpoint_to_resolve_and_come_up(
+    redis_url: str, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The storage endpoint is not up when the worker starts (or it is down for longer than the
-    retries last): the worker takes no jobs, and runs them once the endpoint answers."""
+    """The storage endpoint's name does not resolve when the worker starts (a DNS blip), and then
+    nothing answers there: the worker takes no jobs meanwhile, and runs them once the endpoint
+    answers."""
+    if not os.access("/etc/hosts", os.W_OK):
+        pytest.skip("a DNS blip is made by editing /etc/hosts, which needs root")
     queue = f"s3-late-{uuid.uuid4().hex[:6]}"
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
+    name, port = f"{queue}.ttsfarm-test", free_port()
+    endpoint = f"http://{name}:{port}"
+    monkeypatch.setenv("MOTO_S3_CUSTOM_ENDPOINTS", endpoint)  # moto: a host name, not a bucket's
     env = farm_env(redis_url, endpoint, TTSFARM_QUEUE=queue)
     worker = WorkerProcess(env, tmp_path / "worker.log", queue, concurrency=1)
     server = None
@@ -146,10 +164,13 @@ def test_a_worker_waits_for_its_s3_endpoint_to_come_up(
             job_id = farm.submit("Stored once the endpoint is up.")
             time.sleep(8)
             assert (farm.status(job_id).state, farm.status(job_id).attempts) == ("queued", 0)
-            server, _ = start_s3(port)
-            boto3.client("s3", endpoint_url=endpoint, **_boto_credentials()).create_bucket(Bucket=BUCKET)
-            result = farm.wait(job_id, timeout=RECHECK_WAIT + 60)
-            assert farm.status(job_id).attempts == 1
+            with resolvable(name):
+                time.sleep(8)  # resolves, but nothing answers there yet
+                assert farm.status(job_id).state == "queued"
+                server, _ = start_s3(port)
+                make_client(endpoint, None).create_bucket(Bucket=BUCKET)  # the farm's own addressing
+                result = farm.wait(job_id, timeout=RECHECK_WAIT + 60)
+                assert farm.status(job_id).attempts == 1
     finally:
         worker.stop()
         if server is not None:

@@ -29,10 +29,12 @@ def stored(s3, key: str) -> bool:  # type: ignore[no-untyped-def]
 
 
 class RedisServer:
-    """A redis-server of this test's own, persistent (append-only file), that it can stop."""
+    """A redis-server of this test's own, that it can stop: persistent (an append-only file), or
+    keeping nothing, as a cache-only Redis does."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.port = folder, free_port()
+    def __init__(self, folder: Path, persistent: bool = True) -> None:
+        """``persistent``: an append-only file; otherwise only what ``SHUTDOWN SAVE`` snapshots."""
+        self.folder, self.port, self.persistent = folder, free_port(), persistent
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.start()
 
@@ -40,7 +42,8 @@ class RedisServer:
         self.process = subprocess.Popen(
             [
                 *("redis-server", "--bind", "127.0.0.1", "--port", str(self.port)),
-                *("--dir", str(self.folder), "--appendonly", "yes", "--save", ""),
+                *("--dir", str(self.folder), "--appendonly", "yes" if self.persistent else "no"),
+                *("--save", ""),
             ],
             stdout=subprocess.DEVNULL,
         )
@@ -102,12 +105,19 @@ def test_jobs_running_when_redis_restarts_finish(
         worker.stop()
 
 
-@pytest.mark.parametrize("save", [True, False], ids=["shutdown save", "shutdown nosave"])
+@pytest.mark.parametrize(
+    ("persistent", "save"),
+    [(True, True), (True, False), (False, True), (False, False)],
+    ids=["append-only, shutdown save", "append-only, shutdown nosave", "snapshot only", "nothing kept"],
+)
 def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
-    own_redis: RedisServer, s3_endpoint: str, s3, tmp_path: Path, save: bool
+    s3_endpoint: str, s3, tmp_path: Path, persistent: bool, save: bool
 ) -> None:  # type: ignore[no-untyped-def]
     """Redis shut down under a running job and started again 10 s later: the job is recorded once,
-    the worker goes on, and the jobs submitted then are done, each delivered once."""
+    the worker goes on, and the jobs submitted then are done, each delivered once. Without an
+    append-only file, ``SHUTDOWN SAVE`` writes a snapshot; a Redis that keeps nothing forgets the
+    job's record and message, and the worker records its end anew."""
+    own_redis = RedisServer(tmp_path, persistent)
     env = farm_env(own_redis.url, s3_endpoint)
     worker = WorkerProcess(env, tmp_path / "worker.log", "restart", concurrency=2)
     try:
@@ -117,6 +127,8 @@ def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
             own_redis.shut_down(save)
             time.sleep(10)
             own_redis.start()
+            if not (persistent or save):  # the record is gone with Redis until the worker records the end
+                wait_for(lambda: client.status(running).state != "unknown", 180, "the job's end recorded")
             first = client.wait(running, timeout=180)
             later = client.submit_many(["After the restart, one.", "After the restart, two."])
             results = [client.wait(job_id, timeout=120) for job_id in later]
@@ -130,6 +142,7 @@ def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
             assert unacked == 0  # every message acknowledged: none comes back later
     finally:
         worker.stop()
+        own_redis.stop()
     assert first.duration > 100 and all(r.duration > 0 for r in results)
 
 

@@ -142,6 +142,32 @@ def test_malformed_and_oversize_bodies(api: httpx.Client) -> None:
         assert answer.status_code == 413 and "over 2,097,152 bytes" in answer.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/v1/jobs", rb'{"text": "x \ud800 y"}', "the text has a lone surrogate (U+D800) at character 3, "),
+        (
+            "/v1/jobs",
+            rb'{"text": "Hi.", "idempotency_key": "k\udce9"}',
+            "idempotency_key has a lone surrogate (U+DCE9) at character 2, ",
+        ),
+        ("/v1/jobs", rb'{"text": "Hi.", "voice": "jo\ud800"}', "unknown voice 'jo\\ud800'"),
+        (
+            "/v1/audio/speech",
+            rb'{"model": "tts-1", "voice": "alloy", "input": "x \ud800 y"}',
+            "input has a lone surrogate (U+D800) at character 3, ",
+        ),
+    ],
+)
+def test_text_that_is_not_unicode_is_refused_with_its_place(
+    api: httpx.Client, path: str, body: bytes, message: str
+) -> None:
+    """A lone surrogate, as a JSON escape sends it (half of an emoji cut in two): 400, not 500."""
+    answer = api.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert message in answer.json()["error"]["message"]
+
+
 def test_keys_are_required_and_revocable(gateway: str, redis_url: str, s3_endpoint: str) -> None:
     env = farm_env(redis_url, s3_endpoint)
     runner = CliRunner()

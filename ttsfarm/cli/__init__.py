@@ -18,17 +18,19 @@ from ttsfarm.cli.farm import cancel, fetch, status, submit, worker
 from ttsfarm.cli.gateway import keys, serve
 from ttsfarm.cli.synth import synth, voices
 from ttsfarm.errors import TtsfarmError
+from ttsfarm.redact import redact
 from ttsfarm.settings import Settings
 
 
 class _Group(click.Group):
-    """Turns every ttsfarm error into one line on stderr and exit status 1."""
+    """Turns every ttsfarm error into one line on stderr and exit status 1, with any password
+    taken out of the URLs it names."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TtsfarmError as error:
-            raise click.ClickException(str(error)) from None
+            raise click.ClickException(redact(str(error))) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

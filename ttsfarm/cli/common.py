@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -22,6 +23,9 @@ from ttsfarm.jobs import (
 )
 from ttsfarm.settings import Settings
 
+_ESCAPED_BYTE: Final = re.compile("[\udc80-\udcff]")
+"""How ``surrogateescape`` carries a byte that is not UTF-8 (0x80..0xFF) in a ``str``."""
+
 
 def options_from(
     voice: str | None, speaker: int | None, length_scale: float | None, settings: Settings
@@ -29,9 +33,29 @@ def options_from(
     return SynthesisOptions(voice=voice or settings.voice, speaker=speaker, length_scale=length_scale)
 
 
+def typed(value: str, what: str) -> str:
+    """An argument as typed, once it is UTF-8. Python decodes the command line with
+    ``surrogateescape``: a byte that is not UTF-8 (Latin-1's é, 0xE9) arrives as U+DC80..U+DCFF,
+    and :class:`InvalidInput` names that byte and where it is."""
+    escaped = _ESCAPED_BYTE.search(value)
+    if escaped:
+        raise InvalidInput(
+            f"{what} has a byte 0x{ord(escaped.group()) - 0xDC00:02X} at character {escaped.start() + 1} "
+            f"that is not UTF-8: save or pass {what} as UTF-8"
+        )
+    return value
+
+
+def utf8(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click's callback for an option that is text: its value as typed, once it is UTF-8."""
+    return None if value is None else typed(value, f"the {param.human_readable_name}")
+
+
 def text_from(text: str | None, text_file: str | None) -> str:
     """The text to speak: the argument, the file (``-`` for stdin), or else standard input
     when something is piped in (as piper reads it)."""
+    if text is not None:
+        typed(text, "the text")
     if text is not None and text_file is not None:
         raise click.UsageError("give the text as an argument or with -f FILE, not both")
     if text is None and text_file is None:
@@ -82,7 +106,9 @@ def describe(result: JobResult, seconds: float | None = None) -> str:
 
 
 def voice_options(func: Any) -> Any:
-    func = click.option("--voice", help="Voice name (see `ttsfarm voices`) or a Piper .onnx path.")(func)
+    func = click.option(
+        "--voice", callback=utf8, help="Voice name (see `ttsfarm voices`) or a Piper .onnx path."
+    )(func)
     func = click.option("--speaker", type=int, help="Speaker id of a multi-speaker voice.")(func)
     func = click.option("--length-scale", type=float, help="Speaking rate: >1 slower, <1 faster.")(func)
     return func

@@ -17,6 +17,7 @@ from ttsfarm.cli.common import (
     loudness_option,
     options_from,
     text_from,
+    utf8,
     voice_options,
 )
 from ttsfarm.errors import JobNotFound, SettingsError
@@ -29,6 +30,7 @@ from ttsfarm.jobs import (
     result_key,
     wait_until_done,
 )
+from ttsfarm.redact import redact
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ def _client(settings: Settings) -> Client:
 @click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
 @voice_options
 @loudness_option("off")
-@click.option("--key", help="Idempotency key: submitting the same key twice queues one job.")
+@click.option("--key", callback=utf8, help="Idempotency key: submitting the same key twice queues one job.")
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
 @click.pass_obj
 def submit(
@@ -152,7 +154,7 @@ def _report(status: dict[str, object]) -> None:
     if isinstance(result, dict):
         line += f"  {result['duration']:.1f} s  {result['location']}"
     if status.get("error"):
-        line += f"  ({status['error']})"
+        line += f"  ({redact(str(status['error']))})"
     click.echo(line)
 
 
@@ -175,7 +177,7 @@ def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
     if current.state == "unknown":
         raise JobNotFound(f"unknown job id {job_id}")
     if as_json:
-        click.echo(json.dumps(current.to_dict(), indent=2))
+        click.echo(redact(json.dumps(current.to_dict(), indent=2)))
     else:
         _report(current.to_dict())
     if current.state in ("failed", "cancelled"):

@@ -15,6 +15,7 @@ import redis
 
 from ttsfarm.errors import BrokerUnavailable, InvalidInput
 from ttsfarm.jobs import JobResult, JobStatus
+from ttsfarm.redact import redact
 
 RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""
@@ -57,7 +58,7 @@ def connect(url: str, tls: Mapping[str, str] | None = None) -> redis.Redis:
     ``tls`` (``Settings.redis_tls()``) applies to ``rediss://`` URLs; without it the server's
     certificate is checked against the system's trust store."""
     if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise InvalidInput(f"the result backend must be Redis (redis://...), not {url!r}")
+        raise InvalidInput(f"the result backend must be Redis (redis://...), not {redact(url)!r}")
     return redis.Redis.from_url(
         url,
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
@@ -72,14 +73,14 @@ def reach(url: str, command: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     try:
         return command(*args, **kwargs)
     except redis.exceptions.ConnectionError as error:
-        raise BrokerUnavailable(f"cannot reach Redis at {url}: {error}") from None
+        raise BrokerUnavailable(f"cannot reach Redis at {redact(url)}: {error}") from None
     except redis.exceptions.TimeoutError:
-        raise BrokerUnavailable(f"Redis at {url} did not answer in time") from None
+        raise BrokerUnavailable(f"Redis at {redact(url)} did not answer in time") from None
 
 
 class JobRegistry:
     """Reads and writes job records. Every method raises :class:`BrokerUnavailable` when
-    Redis cannot be reached, quickly and with the URL in the message."""
+    Redis cannot be reached, quickly and with the URL (less any password) in the message."""
 
     def __init__(self, url: str, tls: Mapping[str, str] | None = None) -> None:
         self.url = url
