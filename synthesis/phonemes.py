@@ -12,6 +12,7 @@ from ttsfarm.voices import Voice
 SENTENCE_JOIN: Final = " "
 """Placed between espeak's sentences when one segment holds more than one."""
 
+
 class Phonemizer:
     """Phoneme ids for one voice. Safe to share between threads (espeak-ng is not: we lock)."""
 
