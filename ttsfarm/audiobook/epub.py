@@ -226,16 +226,43 @@ def _info(book: Any) -> BookInfo:
 
 
 def _cover(book: Any) -> Cover | None:
-    """The cover image: the item marked ``cover-image`` (EPUB 3) or named by ``<meta
-    name="cover">`` (EPUB 2); ``None`` if there is none in JPEG or PNG."""
+    """The cover image: the item marked ``cover-image`` (EPUB 3), the item ``<meta name="cover">``
+    names (EPUB 2), or the first image of the guide's cover page; ``None`` if there is none in
+    JPEG or PNG."""
     candidates = list(book.get_items_of_type(ebooklib.ITEM_COVER))
-    for _, attributes in book.get_metadata("OPF", "cover"):
+    # ebooklib files a prefix-less <meta name="cover"> under ('OPF', 'meta') in most OPFs, and
+    # under ('OPF', 'cover') in some: both are looked at
+    metas = [a for _, a in book.get_metadata("OPF", "meta") if a.get("name") == "cover"]
+    for attributes in [*metas, *(a for _, a in book.get_metadata("OPF", "cover"))]:
         item = book.get_item_with_id(attributes.get("content", ""))
         if item is not None:
             candidates.append(item)
+    candidates.extend(_guide_cover_images(book))
     for item in candidates:
         mime = COVER_TYPES.get(str(item.media_type).lower())
         content = item.get_content()
         if mime and content:
             return Cover(content, mime)
     return None
+
+
+def _guide_cover_images(book: Any) -> Iterator[Any]:
+    """The images of the page the guide names as the cover (``<reference type="cover">``)."""
+    for reference in getattr(book, "guide", []) or []:
+        if str(reference.get("type", "")).lower() != "cover":
+            continue
+        page_href = _normal(str(reference.get("href", "")))
+        page = book.get_item_with_href(page_href)
+        if page is None:
+            continue
+        if COVER_TYPES.get(str(page.media_type).lower()):  # the guide names the image itself
+            yield page
+            continue
+        soup = BeautifulSoup(page.get_content(), "html.parser")
+        for tag in soup.find_all(["img", "image"]):
+            source = tag.get("src") or tag.get("xlink:href") or tag.get("href")
+            if source:
+                href = _normal(posixpath.join(posixpath.dirname(page_href), str(source)))
+                image = book.get_item_with_href(href)
+                if image is not None:
+                    yield image
