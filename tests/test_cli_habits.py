@@ -114,6 +114,10 @@ def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path
     stored = (tmp_path / "store" / f"{job_id}.flac").read_bytes()
     assert (tmp_path / "got.flac").read_bytes() == stored
     assert hashlib.sha256(stored).hexdigest()[:12] in fetched.stdout.decode()
+    piped = ttsfarm("fetch", job_id, "-o", "-", cwd=tmp_path, env=env)  # as `synth -o -`
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == stored and b"sha256" in piped.stderr
+    assert not (tmp_path / "-").exists()
     unknown = ttsfarm("status", "0" * 32, cwd=tmp_path, env=env)
     assert unknown.returncode == 1 and unknown.stderr.decode().count("\n") == 1
     assert b"with no broker configured" in unknown.stderr

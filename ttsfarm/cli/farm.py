@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -187,21 +189,36 @@ def status(settings: Settings, job_id: str, wait: bool, as_json: bool) -> None:
 @click.command()
 @click.argument("job_id")
 @click.option(
-    "-o", "--output", required=True, type=click.Path(path_type=Path), help="Where to write the audio."
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where to write the audio; - for standard output.",
 )
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.pass_obj
 def fetch(settings: Settings, job_id: str, output: Path, force: bool) -> None:
-    """Download a finished job's audio."""
-    if settings.farm_mode:
-        result = _client(settings).fetch(job_id, output, overwrite=force)
-    else:
+    """Download a finished job's audio (checked against its SHA-256 before any of it is written)."""
+
+    def fetch_to(target: Path, overwrite: bool) -> JobResult:
+        if settings.farm_mode:
+            return _client(settings).fetch(job_id, target, overwrite=overwrite)
         from producer.client import download
         from ttsfarm.storage import storage_at
 
         local = _local_result(settings, job_id)
-        result = download(local, output, storage_at(local.location, settings), overwrite=force)
-    click.echo(f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}...")
+        return download(local, target, storage_at(local.location, settings), overwrite=overwrite)
+
+    if str(output) == "-":  # as `synth -o -`: the audio on standard output, the summary on stderr
+        with tempfile.TemporaryDirectory(prefix="ttsfarm-fetch-") as folder:
+            result = fetch_to(Path(folder) / "audio", overwrite=True)
+            with (Path(folder) / "audio").open("rb") as audio:
+                shutil.copyfileobj(audio, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+    else:
+        result = fetch_to(output, force)
+    summary = f"{output}: {result.duration:.1f} s of {result.format} audio, sha256 {result.sha256[:12]}..."
+    click.echo(summary, err=str(output) == "-")
 
 
 @click.command()
