@@ -9,11 +9,13 @@ and each block is at the target loudness."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import numpy as np
 import soundfile as sf
 
 from ttsfarm.errors import raise_if_cancelled
@@ -22,6 +24,14 @@ from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
+LOSSY_HEADROOM_DB: Final = {"mp3": 0.3, "ogg": 0.6}
+"""How much lower than the promised ceiling a normalised file of a lossy format is mastered: its
+encoder lifts true peaks (joe at -18 LUFS, under a -1.3 dBTP aim: mp3 decoded at -1.09, Vorbis
+at -0.87 dBTP)."""
+LOSSY_ATTEMPTS: Final = 3
+"""Writes of a lossy file at most, each under a lower ceiling, until its decoded peak is under."""
+LOSSY_STEP_DB: Final = 0.2
+"""Added to the overshoot when the ceiling is lowered for another write."""
 TITLE_WORDS: Final = 8
 TITLE_CHARS: Final = 80
 """A title is also cut at this many characters: a text without spaces is one long "word"."""
@@ -65,7 +75,35 @@ def finish(
     LUFS (``None`` keeps the voice's own level) in blocks cut between ``segments``
     (:func:`block_lengths`), tagged unless ``tags`` is ``None``. ``should_stop`` is asked
     between blocks (a block of ten minutes takes about a second): :class:`Cancelled` then, and
-    ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.processes``)."""
+    ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.processes``).
+
+    A lossy encoder moves the peaks it is given: a normalised mp3 or ogg is mastered under a
+    lower ceiling (:data:`LOSSY_HEADROOM_DB`), decoded and measured, and written again under a
+    lower one still in the rare case that its true peak came out over the promised ceiling."""
+    from ttsfarm.mastering import PEAK_CEILING_DBTP
+
+    ceiling = PEAK_CEILING_DBTP - LOSSY_HEADROOM_DB.get(audio_format, 0.0)
+    for _ in range(LOSSY_ATTEMPTS):
+        _write(spoken, segments, target, audio_format, loudness, tags, block_seconds, should_stop, ceiling)
+        if loudness is None or audio_format not in LOSSY_HEADROOM_DB:
+            return
+        over = decoded_true_peak(target) - PEAK_CEILING_DBTP
+        if over <= 0:
+            return
+        ceiling -= over + LOSSY_STEP_DB
+
+
+def _write(
+    spoken: Path,
+    segments: Sequence[SegmentTiming],
+    target: Path,
+    audio_format: str,
+    loudness: float | None,
+    tags: Tags | None,
+    block_seconds: float,
+    should_stop: Callable[[], bool] | None,
+    ceiling: float,
+) -> None:
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
         from ttsfarm.mastering import master
@@ -77,7 +115,24 @@ def finish(
             for frames in block_lengths(segments, rate, source.frames, block_seconds):
                 raise_if_cancelled(should_stop)
                 audio = source.read(frames, dtype="float32", always_2d=False)
-                handle.write(audio if loudness is None else master(audio, rate, loudness).audio)
+                handle.write(audio if loudness is None else master(audio, rate, loudness, ceiling).audio)
+
+
+def decoded_true_peak(path: Path, block_seconds: float = 60.0) -> float:
+    """The true peak (dBTP) of an encoded file as a player decodes it, read in blocks (memory stays
+    bounded); each block's edges are read with the filter's reach around them."""
+    from ttsfarm.loudness import TRUE_PEAK_REACH, quick_true_peak
+
+    peak = -math.inf
+    with sf.SoundFile(path) as decoded:
+        block = max(1, round(block_seconds * decoded.samplerate))
+        previous = np.zeros(0, dtype=np.float32)
+        while True:
+            audio = decoded.read(block, dtype="float32", always_2d=False)
+            if not len(audio):
+                return peak
+            peak = max(peak, quick_true_peak(np.concatenate([previous, audio])))
+            previous = audio[-TRUE_PEAK_REACH:]
 
 
 def block_lengths(
