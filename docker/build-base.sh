@@ -44,6 +44,33 @@ if [[ -n $DEBIAN_SNAPSHOT ]]; then
   DEBIAN_MIRROR=$SNAPSHOT_ARCHIVE/debian/$DEBIAN_SNAPSHOT
 fi
 
+# The mirror this host's own apt uses: where a Debian build can surely reach.
+host_mirror() {
+  { grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+      | awk '{ print ($2 ~ /^\[/) ? $3 : $2 }'
+    grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{ print $2 }'
+  } | grep -v -- '-security' | head -n 1
+}
+# Fail before debootstrap, saying what to do, when the archive cannot be reached (debootstrap's
+# own "Failed getting release file" names neither the cause nor the cure).
+release=${DEBIAN_MIRROR:-http://deb.debian.org/debian}/dists/$SUITE/Release
+if ! python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=20)' "$release" 2>/dev/null; then
+  mirror=$(host_mirror)
+  {
+    echo "build-base.sh: cannot reach $release"
+    if [[ -n $DEBIAN_SNAPSHOT ]]; then
+      echo "  The Debian snapshot archive (DEBIAN_SNAPSHOT=$DEBIAN_SNAPSHOT) is out of this host's reach. Build"
+      echo "  from a mirror it reaches instead (today's packages, so not reproducible):"
+    else
+      echo "  DEBIAN_MIRROR is out of this host's reach. Build from a mirror it reaches instead:"
+    fi
+    echo "    DEBIAN_SNAPSHOT= DEBIAN_MIRROR=${mirror:-http://deb.debian.org/debian} $0"
+    [[ -z $mirror ]] || echo "  (that is the mirror of this host's apt)"
+    echo "  Behind a TLS-inspecting proxy, add EXTRA_CA_CERTS=/path/to/proxy-ca.pem to that line."
+  } >&2
+  exit 1
+fi
+
 echo "debootstrap $SUITE into $rootfs from ${DEBIAN_MIRROR:-the default mirror of debootstrap}" >&2
 # An empty DEBIAN_MIRROR leaves the mirror argument out: debootstrap then uses its default.
 debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"}

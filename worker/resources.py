@@ -42,7 +42,9 @@ class WorkerResources:
         self._leases: Leases | None = None
         self._sources: dict[str, Storage] = {}
         self._sources_lock = threading.Lock()
-        self.gate = StorageGate(lambda: self.storage, [settings.queue, finish_queue(settings.queue)])
+        self.gate = StorageGate(
+            lambda: self.storage, [settings.queue, finish_queue(settings.queue)], self._make_bucket
+        )
         """Closed while the storage cannot be written: the worker takes no jobs meanwhile."""
         self.exit_status: int | None = None
         """The Celery worker's exit status, once it has shut down."""
@@ -90,8 +92,15 @@ class WorkerResources:
     def storage(self) -> Storage:
         with self._lock:
             if self._storage is None:
-                self._storage = open_storage(self.settings, create_bucket=True)
+                self._storage = open_storage(self.settings)
             return self._storage
+
+    def _make_bucket(self) -> None:
+        """With ``s3_create_bucket``, the bucket is made (if missing) before the storage is probed:
+        a store that starts after the worker gets its bucket once it answers."""
+        ensure_bucket = getattr(self.storage, "ensure_bucket", None)
+        if self.settings.s3_create_bucket and ensure_bucket is not None:
+            ensure_bucket()
 
     def locate(self, location: str) -> tuple[Storage, str]:
         """The storage that holds ``location`` (a part a finish job reads) and its key there,

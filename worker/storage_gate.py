@@ -37,10 +37,13 @@ class StorageDown(TransientError):
     PUBLIC = "the worker could not store the audio: the job went back to the queue"
 
 
-def probe(storage: Storage) -> str | None:
-    """Why a small object cannot be written to and removed from ``storage``; ``None`` if it can."""
+def probe(storage: Storage, prepare: Callable[[], None] | None = None) -> str | None:
+    """Why a small object cannot be written to and removed from ``storage``; ``None`` if it can.
+    ``prepare`` runs first (making the bucket, where the worker is to make it)."""
     key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     try:
+        if prepare is not None:
+            prepare()
         storage.put_bytes(b"ttsfarm storage probe\n", key, "text/plain")
         storage.delete(key)
     except TtsfarmError as error:
@@ -54,8 +57,11 @@ class StorageGate:
     Closed, it stops consuming ``queues`` (through the consumer's event loop, which owns them)
     and a thread probes until the storage can be written again, then opens it."""
 
-    def __init__(self, storage: Callable[[], Storage], queues: Sequence[str]) -> None:
+    def __init__(
+        self, storage: Callable[[], Storage], queues: Sequence[str], prepare: Callable[[], None] | None = None
+    ) -> None:
         self._storage = storage
+        self._prepare = prepare
         self.queues = tuple(queues)
         self._consumer: Any = None
         self._lock = threading.Lock()
@@ -65,7 +71,7 @@ class StorageGate:
     def attach(self, consumer: Any) -> None:
         """Called once the worker's consumer is ready: probe, and close at once if it fails."""
         self._consumer = consumer
-        problem = probe(self._storage())
+        problem = probe(self._storage(), self._prepare)
         if problem is not None:
             self.close(problem)
 
@@ -76,7 +82,7 @@ class StorageGate:
         try:
             return job()
         except (StorageRejected, StorageUnavailable) as error:
-            problem = probe(self._storage())
+            problem = probe(self._storage(), self._prepare)
             if problem is None:
                 raise
             self.close(problem)
@@ -95,7 +101,7 @@ class StorageGate:
         said = time.monotonic()
         while True:
             time.sleep(RECHECK_SECONDS)
-            problem = probe(self._storage())
+            problem = probe(self._storage(), self._prepare)
             if problem is None:
                 break
             with self._lock:

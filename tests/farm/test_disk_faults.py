@@ -23,7 +23,6 @@ from bench.farm import start_s3
 from producer import Client
 from tests.farm.conftest import BUCKET, WorkerProcess, farm_env, free_port, wait_for
 from tests.farm.test_healthcheck import healthcheck
-from ttsfarm.storage.s3 import make_client
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 RECHECK_WAIT = 30.0
@@ -147,15 +146,16 @@ def test_a_worker_waits_for_its_s3_endpoint_to_resolve_and_come_up(
     redis_url: str, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The storage endpoint's name does not resolve when the worker starts (a DNS blip), and then
-    nothing answers there: the worker takes no jobs meanwhile, and runs them once the endpoint
-    answers."""
+    nothing answers there: the worker takes no jobs meanwhile. Once the endpoint answers, the
+    worker makes its bucket (``TTSFARM_S3_CREATE_BUCKET``, as in compose, where workers do not
+    wait for MinIO) and runs the job."""
     if not os.access("/etc/hosts", os.W_OK):
         pytest.skip("a DNS blip is made by editing /etc/hosts, which needs root")
     queue = f"s3-late-{uuid.uuid4().hex[:6]}"
     name, port = f"{queue}.ttsfarm-test", free_port()
     endpoint = f"http://{name}:{port}"
     monkeypatch.setenv("MOTO_S3_CUSTOM_ENDPOINTS", endpoint)  # moto: a host name, not a bucket's
-    env = farm_env(redis_url, endpoint, TTSFARM_QUEUE=queue)
+    env = farm_env(redis_url, endpoint, TTSFARM_QUEUE=queue, TTSFARM_S3_CREATE_BUCKET="true")
     worker = WorkerProcess(env, tmp_path / "worker.log", queue, concurrency=1)
     server = None
     try:
@@ -167,8 +167,7 @@ def test_a_worker_waits_for_its_s3_endpoint_to_resolve_and_come_up(
             with resolvable(name):
                 time.sleep(8)  # resolves, but nothing answers there yet
                 assert farm.status(job_id).state == "queued"
-                server, _ = start_s3(port)
-                make_client(endpoint, None).create_bucket(Bucket=BUCKET)  # the farm's own addressing
+                server, _ = start_s3(port)  # empty: the worker makes its bucket once it answers
                 result = farm.wait(job_id, timeout=RECHECK_WAIT + 60)
                 assert farm.status(job_id).attempts == 1
     finally:
