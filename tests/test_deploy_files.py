@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import importlib.metadata
 import importlib.util
+import os
 import re
 import socket
 import subprocess
@@ -420,3 +421,48 @@ def test_profiles_choose_workers_and_minio_and_nothing_waits_for_minio(
     assert sorted(profiles) == ["gpu", "minio"]
     always = {name for name, service in services.items() if "profiles" not in service}
     assert always == {"redis", "flower", "gateway"}
+
+
+def test_the_host_command_reads_the_stacks_env_file(tmp_path: Path) -> None:
+    """`ttsfarm --env-file .env` takes the broker URL compose builds (password, host, port, db), and
+    the TTSFARM_* and AWS_* values; what the environment sets already wins."""
+    from ttsfarm.env_file import stack_environment
+
+    env_file = tmp_path / ".env"
+    lines = ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+    given = {"REDIS_PASSWORD": "s3cret-pw", "REDIS_PORT": str(closed_port()), "REDIS_DB": "2"}
+    env_file.write_text(
+        "\n".join(
+            f"{line.split('=')[0]}={given[line.split('=')[0]]}" if line.split("=")[0] in given else line
+            for line in lines
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    found = stack_environment(env_file, environ={"TTSFARM_VOICE": "mine"})
+    assert found["TTSFARM_BROKER_URL"] == f"redis://:s3cret-pw@127.0.0.1:{given['REDIS_PORT']}/2"
+    assert found["TTSFARM_STORAGE_URL"] == "s3://ttsfarm/audio" and "TTSFARM_VOICE" not in found
+    assert "REDIS_PASSWORD" not in found and "COMPOSE_PROFILES" not in found
+    run = subprocess.run(
+        [sys.executable, "-m", "ttsfarm", "--env-file", str(env_file), "submit", "Hello."],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("TTSFARM_", "AWS_"))},
+    )
+    assert run.returncode == 1
+    assert f"cannot reach the broker at redis://***@127.0.0.1:{given['REDIS_PORT']}/2" in run.stderr
+    assert "s3cret-pw" not in run.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "ttsfarm", "--env-file", str(tmp_path / "nope.env"), "status", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "cp docker/env.example .env" in missing.stderr
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

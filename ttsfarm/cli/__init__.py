@@ -8,6 +8,8 @@ commands import the engine, the farm client or the gateway only when they run, s
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,6 +19,7 @@ from ttsfarm.cli.book import audiobook
 from ttsfarm.cli.farm import cancel, fetch, status, submit, worker
 from ttsfarm.cli.gateway import keys, serve
 from ttsfarm.cli.synth import synth, voices
+from ttsfarm.env_file import stack_environment
 from ttsfarm.errors import TtsfarmError
 from ttsfarm.redact import redact
 from ttsfarm.settings import Settings
@@ -35,12 +38,22 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The stack's .env (docker/env.example): its broker, storage and TTSFARM_* settings.",
+)
 @click.version_option(package_name="ttsfarm")
 @click.pass_context
-def main(ctx: click.Context, verbose: int) -> None:
+def main(ctx: click.Context, verbose: int, env_file: Path | None) -> None:
     """Batch text-to-speech on GPUs: local runs, or a farm of Celery workers."""
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if env_file is not None:
+        try:
+            os.environ.update(stack_environment(env_file))
+        except TtsfarmError as error:
+            raise click.ClickException(redact(str(error))) from None
     ctx.obj = Settings.load()
 
 
