@@ -29,6 +29,7 @@ from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
 from ttsfarm.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
 from ttsfarm.storage import Storage, fetch_checked
+from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,10 @@ class FarmRenderer:
     @property
     def keeps_parts(self) -> bool:
         return False
+
+    def voice(self, name: str) -> Voice:
+        """The farm's voice ``name``, as its workers have it (to warn about a book's language)."""
+        return self.client.voices.voice(name)
 
     def sample_rate(self, voice: str) -> int:
         return self.client.voices.check(voice, None).sample_rate

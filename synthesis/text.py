@@ -1,6 +1,7 @@
 """Text normalisation and segmentation: text in, ordered segments out, each short enough
 for the model and each keeping the source text it speaks. Pauses and paragraph breaks follow
-``ttsfarm.breaks``."""
+``ttsfarm.breaks``; a line break within a paragraph (:data:`LINE_BREAK`, a verse line) ends a
+segment with the short :data:`PAUSE_LINE`."""
 
 from __future__ import annotations
 
@@ -13,13 +14,23 @@ from typing import Final
 import pysbd
 
 from synthesis.phonemes import Phonemizer
-from ttsfarm.breaks import PAUSE_CLAUSE, PAUSE_PARAGRAPH, PAUSE_SENTENCE, PAUSE_WORD, split_paragraphs
+from ttsfarm.breaks import (
+    LINE_BREAK,
+    PAUSE_CLAUSE,
+    PAUSE_LINE,
+    PAUSE_PARAGRAPH,
+    PAUSE_SENTENCE,
+    PAUSE_WORD,
+    split_paragraphs,
+)
 from ttsfarm.settings import MIN_PHONEME_IDS
 
 DEFAULT_MAX_PHONEME_IDS: Final = 400
 """Cap on phoneme ids per segment (about 15 s of speech). Longer sentences are split at
 clauses, then words, so no input is ever too long for the model."""
 
+_LINE_BREAKS = re.compile(r"[ \u2028]*\u2028[ \u2028]*")
+_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _CLAUSE_END = re.compile(r"(?<=[,;:\u2013\u2014)])\s+")
@@ -41,6 +52,7 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub(" ", text)
     paragraphs = (_SPACES.sub(" ", p.replace("\n", " ")).strip() for p in split_paragraphs(text))
+    paragraphs = (_LINE_BREAKS.sub(LINE_BREAK, p) for p in paragraphs)
     return "\n\n".join(p for p in paragraphs if p)
 
 
@@ -49,6 +61,16 @@ def split_sentences(paragraph: str) -> list[str]:
     # between job threads mixes their texts up. Making one costs under a microsecond.
     splitter = pysbd.Segmenter(language="en", clean=False)
     return [s.strip() for s in splitter.segment(paragraph) if s.strip()]
+
+
+def _sentences(paragraph: str) -> list[tuple[str, bool]]:
+    """The paragraph's sentences that have a letter or digit, each with whether it ends a line
+    (at a :data:`LINE_BREAK`, or the paragraph's end)."""
+    found: list[tuple[str, bool]] = []
+    for line in paragraph.split(LINE_BREAK):
+        sentences = [s for s in split_sentences(line) if any(c.isalnum() for c in s)]
+        found += [(sentence, n == len(sentences) - 1) for n, sentence in enumerate(sentences)]
+    return found
 
 
 def _split_clauses(text: str) -> list[str]:
@@ -98,11 +120,13 @@ class Segmenter:
         last of them ends the text (no pause after it) or more paragraphs follow."""
         index = 0
         for p_number, paragraph in enumerate(paragraphs):
-            sentences = [s for s in split_sentences(paragraph) if any(c.isalnum() for c in s)]
-            for s_number, sentence in enumerate(sentences):
+            sentences = _sentences(paragraph)
+            for s_number, (sentence, ends_line) in enumerate(sentences):
                 pieces = self._fit(sentence, 0)
                 last_sentence = s_number == len(sentences) - 1
                 end_pause = PAUSE_PARAGRAPH if last_sentence else PAUSE_SENTENCE
+                if ends_line and not last_sentence and not _SENTENCE_END.search(sentence):
+                    end_pause = PAUSE_LINE
                 if last_sentence and ends_text and p_number == len(paragraphs) - 1:
                     end_pause = 0.0
                 for n, piece in enumerate(pieces):

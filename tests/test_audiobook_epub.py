@@ -67,7 +67,7 @@ def test_list_chapters_shows_what_was_found_and_makes_nothing(tmp_path: Path) ->
         "The Lamp Goes Out",
         "Copyright",
     ]
-    assert "front matter" in lines[1] and "front matter" in lines[5] and "front matter" not in lines[2]
+    assert "front matter" in lines[1] and "back matter" in lines[5] and "matter" not in lines[2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lantern.epub"]
     missing = ttsfarm("audiobook", "lantern.epub", cwd=tmp_path)
     assert missing.returncode == 2 and "give the folder for the book with -o OUTDIR" in missing.stderr

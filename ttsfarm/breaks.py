@@ -10,9 +10,17 @@ from typing import Final
 
 PAUSE_PARAGRAPH: Final = 0.60
 PAUSE_SENTENCE: Final = 0.30
+PAUSE_LINE: Final = 0.20
+"""After a line that a :data:`LINE_BREAK` ends (a verse line), unless the line ends a sentence:
+shorter than a sentence's pause, so a poem still reads as one."""
 PAUSE_CLAUSE: Final = 0.12
 PAUSE_WORD: Final = 0.04
 """Silence (seconds) after a segment, by the kind of boundary that ends it."""
+
+LINE_BREAK: Final = "\u2028"
+"""Unicode's LINE SEPARATOR: a line break within a paragraph, as a book's ``<br/>`` makes (the
+audiobook's HTML reader writes it) and ``synthesis.text`` ends a verse line at. A plain newline is
+only a space: prose hard-wrapped at 72 columns is not verse."""
 
 PARAGRAPH_BREAK: Final = re.compile(r"\n\s*\n")
 """A blank line (spaces allowed) ends a paragraph."""

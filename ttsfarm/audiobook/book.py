@@ -58,8 +58,9 @@ class Chapter:
     title: str
     rows: tuple[Row, ...]
     front_matter: bool = False
-    """Cover, title page, contents, copyright and the like: listed, but left out of the book
-    unless picked by number."""
+    """Not part of the story: front matter (cover, title page, contents, copyright) or, after
+    the story, back matter (notes, index, acknowledgements, about the author); listed, but left
+    out of the book unless picked by number."""
 
     @property
     def characters(self) -> int:

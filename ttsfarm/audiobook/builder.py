@@ -24,10 +24,11 @@ from typing import Final
 from ttsfarm.audiobook.assemble import assemble, book_key, remove_leftovers
 from ttsfarm.audiobook.book import Book
 from ttsfarm.audiobook.chapters import CHAPTERS_CACHE, ChapterCache, ChapterPlan, plans
+from ttsfarm.audiobook.language import language_warning
 from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest, is_intact, read_manifest
 from ttsfarm.audiobook.part_cache import PARTS_FOLDER, PartCache
 from ttsfarm.audiobook.parts import PART_FORMAT, Part, book_parts
-from ttsfarm.audiobook.render import PartFailed, Renderer
+from ttsfarm.audiobook.render import PartFailed, Renderer, VoiceLookup
 from ttsfarm.errors import InvalidInput, JobFailed, PermanentError
 from ttsfarm.inputs import check_writable
 from ttsfarm.jobs import JobRequest, JobResult
@@ -95,6 +96,7 @@ def build_audiobook(
             log.info("%s is finished already", outdir)
             return BuildReport(previous, len(flat), 0, already_done=True, audio_cached=previous.duration)
         rate = _book_rate(flat, renderer, where)
+        _warn_language(book, flat, renderer, source)
         chapter_plans = plans(book.chapters, parts, rate, target_lufs)
         cache = PartCache(outdir / PARTS_FOLDER)
         chapters = ChapterCache(outdir / PARTS_FOLDER / CHAPTERS_CACHE)
@@ -146,6 +148,16 @@ def _book_rate(parts: Sequence[Part], renderer: Renderer, where: str) -> int:
             except PermanentError as error:
                 raise type(error)(f"{where} {part.line}: {error}") from None
     return max(rates.values())
+
+
+def _warn_language(book: Book, parts: Sequence[Part], renderer: Renderer, source: str) -> None:
+    """Warn, one line per voice, when a voice does not speak the book's language."""
+    if book.info.language is None or not isinstance(renderer, VoiceLookup):
+        return
+    for name in sorted({part.options.voice for part in parts}):
+        message = language_warning(book.info.language, renderer.voice(name), source)
+        if message is not None:
+            log.warning("%s", message)
 
 
 def _clear_temp(cache: PartCache, chapters: ChapterCache) -> None:

@@ -4,10 +4,11 @@ Chapters follow the book's reading order (its spine). A document the table of co
 at starts a chapter with the title given there; one it does not name continues the chapter
 before it (books are often split into several files per chapter); a document holding several
 entries of the contents is cut where each one points. Without a usable table of contents,
-every document is a chapter titled by its first heading. Cover, title page, contents, copyright
-and other front matter (from the spine's ``linear="no"``, the guide or landmarks, ``epub:type``)
-are found and marked, so they are listed but not read unless picked. Title, author, language,
-date and cover come from the EPUB's metadata.
+every document is a chapter titled by its first heading. In a nested table of contents, a part
+whose page holds little more than its title is no chapter of its own: its page is read at the
+start of the part's first chapter, whose title it leads (``Part One: The Coast — Chapter 1``).
+Front and back matter (:mod:`ttsfarm.audiobook.matter`) is found and marked, so it is listed but
+not read unless picked. Title, author, language, date and cover come from the EPUB's metadata.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import posixpath
 import warnings
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote
@@ -27,19 +28,18 @@ from ebooklib import epub
 
 from ttsfarm.audiobook.book import Book, BookInfo, Chapter, Cover, Row, stem_title
 from ttsfarm.audiobook.html import Block, parse_html, soup_blocks
+from ttsfarm.audiobook.matter import is_left_out_type, is_title_page, titled_matter, typed_matter
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import SynthesisOptions
 
-FRONT_MATTER_TYPES: Final = frozenset(
-    {
-        "cover", "title-page", "titlepage", "toc", "copyright-page", "copyright", "frontmatter",
-        "halftitlepage", "halftitle", "imprint", "colophon", "dedication", "epigraph", "loi", "lot",
-        "other.ms-coverimage-standard", "imprimatur", "contributors", "bibliography", "index",
-        "backmatter",
-    }
-)  # fmt: skip
-"""Guide and ``epub:type`` values of documents that are not part of the story."""
 COVER_TYPES: Final = {"image/jpeg": "image/jpeg", "image/jpg": "image/jpeg", "image/png": "image/png"}
+PART_PAGE_MAX_CHARS: Final = 400
+"""A part's page with at most this much text (its title, perhaps an epigraph) leads the part's
+first chapter; a longer one (an introduction to the part) is a chapter of its own."""
+UNTITLED_WORDS: Final = 6
+"""Words of its text that title a page of front or back matter without a title."""
+TITLE_JOIN: Final = " \u2014 "
+"""Between a part's title and its first chapter's: ``Part One: The Coast — Chapter 1``."""
 
 
 @dataclass(frozen=True)
@@ -49,43 +49,76 @@ class _Entry:
     title: str
     file: str
     fragment: str | None
+    part: bool = False
+    """Whether entries are nested under it: a part (or book) of the book."""
+    leads: tuple[str, ...] = ()
+    """Titles of the parts without a page of their own that this entry opens."""
+
+
+@dataclass
+class _Draft:
+    """A chapter as it is gathered: title, whether it is front or back matter, where it starts."""
+
+    title: str | None
+    left_out: bool
+    position: int
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def readable(self) -> bool:
+        return any(block.text for block in self.blocks)
 
 
 def read_epub_book(path: str, defaults: SynthesisOptions, title: str | None = None) -> Book:
     """Read and check the EPUB at ``path``; raises :class:`InvalidInput`."""
     book = _open(path)
-    entries = list(_toc_entries(book.toc))
-    titled = {entry.file for entry in entries}
-    front = _front_files(book)
-    guide_titles = {_normal(ref["href"]): ref.get("title") for ref in book.guide if ref.get("title")}
-    chapters: list[tuple[str | None, bool, int, list[Block]]] = []
-    for position, item in enumerate(_spine_documents(book), start=1):
-        name = _normal(item.get_name())
-        soup = parse_html(item.get_content())  # once: books' documents can be long
-        blocks = soup_blocks(soup)
-        marked_front = name in front or _typed_front(soup)
-        here = [entry for entry in entries if entry.file == name]
-        for piece_title, piece in _cut(blocks, here):
-            if chapters and not any(b.text for b in chapters[-1][3]):
-                chapters.pop()  # a document with nothing to read (a cover picture) starts nothing
-            starts = piece_title is not None or not titled or not chapters
-            if starts or marked_front != chapters[-1][1]:
-                heading = next((b.text for b in piece if b.heading), None) or guide_titles.get(name)
-                chapters.append((piece_title or heading, marked_front, position, list(piece)))
-            else:
-                chapters[-1][3].extend(piece)
-    found = tuple(
-        _chapter(number, chapter_title, is_front, position, blocks, defaults)
-        for number, (chapter_title, is_front, position, blocks) in enumerate(
-            (c for c in chapters if any(b.text for b in c[3])),
-            start=1,
-        )
-    )
+    own_title = _metadata(book, "title")
+    drafts = [d for d in _drafts(book, own_title or title or "") if d.readable]
+    found = tuple(_chapter(number, draft, defaults) for number, draft in enumerate(drafts, start=1))
     if not found:
         raise InvalidInput(f"{path} holds no text to speak (a book of pictures, or its text is in images)")
-    return Book(
-        title or _metadata(book, "title") or stem_title(path), found, info=_info(book), position="document"
-    )
+    return Book(title or own_title or stem_title(path), found, info=_info(book), position="document")
+
+
+def _drafts(book: Any, book_title: str) -> list[_Draft]:
+    """The book's chapters in reading order, front and back matter marked."""
+    entries = list(_toc_entries(book.toc, _toc_base(book)))
+    titled = {entry.file for entry in entries}
+    marked = _marked_files(book)
+    guide_titles = {_normal(ref["href"]): ref.get("title") for ref in book.guide if ref.get("title")}
+    documents = list(_spine_documents(book))
+    drafts: list[_Draft] = []
+    parts: list[_Draft] = []  # part pages waiting for the chapter they lead
+    for position, item in enumerate(documents, start=1):
+        name = _normal(item.get_name())
+        soup = parse_html(_raw(item))  # once: books' documents can be long
+        blocks = soup_blocks(soup)
+        typed = True if name in marked else typed_matter(soup)
+        heading = next((b.text for b in blocks if b.heading), None) or guide_titles.get(name)
+        document_left_out = (
+            typed
+            if typed is not None
+            else titled_matter(heading) or (position < len(documents) and is_title_page(blocks, book_title))
+        )
+        for at, piece in _cut(blocks, [entry for entry in entries if entry.file == name]):
+            if drafts and not drafts[-1].readable:
+                drafts.pop()  # a document with nothing to read (a cover picture) starts nothing
+            left_out = document_left_out or (typed is None and any(titled_matter(e.title) for e in at))
+            piece_title = _title(at)
+            if not left_out and at and all(e.part for e in at) and _is_part_page(piece):
+                parts.append(_Draft(piece_title, False, position, list(piece)))
+            elif not left_out and parts:  # the part's page and title lead its first chapter
+                titles = [d.title for d in parts if d.title] + ([piece_title] if piece_title else [])
+                lead = [block for draft in parts for block in draft.blocks]
+                drafts.append(_Draft(TITLE_JOIN.join(titles) or None, False, parts[0].position, lead + piece))
+                parts.clear()
+            elif at or not titled or not drafts or left_out or drafts[-1].left_out:
+                # front and back matter: each document on its own, to be picked or not
+                piece_heading = next((b.text for b in piece if b.heading), None) or guide_titles.get(name)
+                drafts.append(_Draft(piece_title or piece_heading, left_out, position, list(piece)))
+            else:
+                drafts[-1].blocks.extend(piece)
+    return drafts + parts  # a part page no chapter followed is read on its own
 
 
 def _open(path: str) -> Any:
@@ -105,16 +138,24 @@ def _open(path: str) -> Any:
         raise InvalidInput(f"{path} is not a readable EPUB ({error}): check the file") from None
 
 
-def _chapter(
-    number: int,
-    title: str | None,
-    front: bool,
-    position: int,
-    blocks: Sequence[Block],
-    defaults: SynthesisOptions,
-) -> Chapter:
-    rows = tuple(Row(position, block.text, defaults) for block in blocks if block.text)
-    return Chapter(number, str(number), " ".join((title or f"Chapter {number}").split()), rows, front)
+def _chapter(number: int, draft: _Draft, defaults: SynthesisOptions) -> Chapter:
+    rows = tuple(Row(draft.position, block.text, defaults) for block in draft.blocks if block.text)
+    title = draft.title or (_opening(rows[0].text) if draft.left_out else f"Chapter {number}")
+    return Chapter(number, str(number), " ".join(title.split()), rows, draft.left_out)
+
+
+def _opening(text: str) -> str:
+    """A title for an untitled page of front or back matter (a dedication): its first words,
+    so that it is not taken for a chapter of the story."""
+    words = text.split()
+    return " ".join(words[:UNTITLED_WORDS]) + (" \u2026" if len(words) > UNTITLED_WORDS else "")
+
+
+def _raw(item: Any) -> bytes | str:
+    """A document as the book holds it: ebooklib's ``get_content()`` rebuilds it and drops the
+    attributes of ``<body>`` (where ``epub:type`` says what the document is)."""
+    content = getattr(item, "content", None)
+    return content if isinstance(content, bytes | str) and content else item.get_content()
 
 
 def _spine_documents(book: Any) -> Iterator[Any]:
@@ -132,30 +173,57 @@ def _normal(href: str) -> str:
     return posixpath.normpath(unquote(href.split("#", 1)[0]))
 
 
-def _toc_entries(toc: Any) -> Iterator[_Entry]:
-    """Entries of the table of contents in order, nested ones included."""
+def _toc_base(book: Any) -> str:
+    """The folder the table of contents' links are relative to: ebooklib resolves the EPUB 3
+    ``nav``'s, but leaves the NCX's relative to the NCX."""
+    if any(isinstance(item, epub.EpubNav) for item in book.get_items()):
+        return ""
+    ncx = next(iter(book.get_items_of_type(ebooklib.ITEM_NAVIGATION)), None)
+    return posixpath.dirname(ncx.get_name()) if ncx is not None else ""
+
+
+def _toc_entries(toc: Any, base: str, leads: tuple[str, ...] = ()) -> Iterator[_Entry]:
+    """Entries of the table of contents in order, nested ones included; a part without a link
+    of its own leads the first entry under it."""
     for node in toc:
         if isinstance(node, tuple):
             section, children = node
+            title = _words(section.title)
             if getattr(section, "href", None):
-                yield _entry(section.title, section.href)
-            yield from _toc_entries(children)
+                yield _entry(title, section.href, base, part=bool(children), leads=leads)
+                yield from _toc_entries(children, base)
+            else:
+                yield from _toc_entries(children, base, (*leads, title) if title else leads)
+            leads = ()
         elif isinstance(node, epub.Link):
-            yield _entry(node.title, node.href)
+            yield _entry(node.title, node.href, base, leads=leads)
+            leads = ()
 
 
-def _entry(title: str, href: str) -> _Entry:
+def _entry(title: str, href: str, base: str, part: bool = False, leads: tuple[str, ...] = ()) -> _Entry:
     file, _, fragment = href.partition("#")
-    return _Entry(" ".join((title or "").split()), _normal(file), fragment or None)
+    return _Entry(_words(title), _normal(posixpath.join(base, file)), fragment or None, part, leads)
 
 
-def _cut(blocks: list[Block], entries: Sequence[_Entry]) -> Iterator[tuple[str | None, list[Block]]]:
-    """A document's blocks cut where its table-of-contents entries point; the first piece has
-    the title of an entry for the whole file (or for its first anchor), else ``None``."""
-    if not entries:
-        yield None, blocks
-        return
-    starts: dict[int, str] = {}
+def _words(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _title(entries: Sequence[_Entry]) -> str | None:
+    """The title of a chapter that these entries (several may point at one place) start."""
+    titles = [title for entry in entries for title in (*entry.leads, entry.title) if title]
+    return TITLE_JOIN.join(titles) or None
+
+
+def _is_part_page(blocks: Sequence[Block]) -> bool:
+    return sum(len(block.text) for block in blocks) <= PART_PAGE_MAX_CHARS
+
+
+def _cut(blocks: list[Block], entries: Sequence[_Entry]) -> Iterator[tuple[tuple[_Entry, ...], list[Block]]]:
+    """A document's blocks cut where its table-of-contents entries point, each piece with the
+    entries that start it (none for text before the first anchor, which continues what came
+    before)."""
+    starts: dict[int, list[_Entry]] = {0: []}
     for entry in entries:
         at = (
             0
@@ -163,48 +231,30 @@ def _cut(blocks: list[Block], entries: Sequence[_Entry]) -> Iterator[tuple[str |
             else next((n for n, block in enumerate(blocks) if entry.fragment in block.anchors), None)
         )
         if at is not None:
-            starts.setdefault(at, entry.title)
-    if 0 not in starts:
-        starts[0] = ""  # text before the first anchor continues what came before
+            starts.setdefault(at, []).append(entry)
     cuts = sorted(starts)
     for n, at in enumerate(cuts):
         end = cuts[n + 1] if n + 1 < len(cuts) else len(blocks)
-        yield (starts[at] or None), blocks[at:end]
+        yield tuple(starts[at]), blocks[at:end]
 
 
-def _front_files(book: Any) -> set[str]:
-    front = {
-        _normal(ref["href"]) for ref in book.guide if str(ref.get("type", "")).lower() in FRONT_MATTER_TYPES
-    }
+def _marked_files(book: Any) -> set[str]:
+    """Documents the book marks as front or back matter: the guide (EPUB 2), the landmarks
+    (EPUB 3), ``linear="no"`` in the spine, the cover page and the contents."""
+    marked = {_normal(ref["href"]) for ref in book.guide if is_left_out_type(str(ref.get("type") or ""))}
     for idref, linear in book.spine:
         item = book.get_item_with_id(idref)
         if item is not None and (linear == "no" or isinstance(item, epub.EpubCoverHtml)):
-            front.add(_normal(item.get_name()))
+            marked.add(_normal(item.get_name()))
     for item in book.get_items_of_type(ebooklib.ITEM_NAVIGATION):
-        front.add(_normal(item.get_name()))
-    nav = next((i for i in book.get_items() if isinstance(i, epub.EpubNav)), None)
-    if nav is not None:  # EPUB 3 landmarks
+        marked.add(_normal(item.get_name()))
+    for nav in (i for i in book.get_items() if isinstance(i, epub.EpubNav)):
         base = posixpath.dirname(nav.get_name())
-        soup = parse_html(nav.get_content())
-        for landmarks in soup.find_all("nav", attrs={"epub:type": "landmarks"}):
+        for landmarks in parse_html(_raw(nav)).find_all("nav", attrs={"epub:type": "landmarks"}):
             for link in landmarks.find_all("a"):
-                kinds = set(str(link.get("epub:type", "")).lower().split())
-                if kinds & FRONT_MATTER_TYPES and link.get("href"):
-                    front.add(_normal(posixpath.join(base, str(link["href"]))))
-    return front
-
-
-def _typed_front(soup: BeautifulSoup) -> bool:
-    """Whether the document's body (or its first section) says it is front or back matter."""
-    body = soup.body
-    if body is None:
-        return False
-    first = body.find(["section", "div"], recursive=False)
-    for node in (body, first):
-        kinds = set(str(node.get("epub:type", "") if node is not None else "").lower().split())
-        if kinds & FRONT_MATTER_TYPES:
-            return True
-    return False
+                if is_left_out_type(str(link.get("epub:type") or "")) and link.get("href"):
+                    marked.add(_normal(posixpath.join(base, str(link["href"]))))
+    return marked
 
 
 def _metadata(book: Any, name: str) -> str | None:

@@ -1,7 +1,10 @@
 """From markup to what is spoken: HTML (an EPUB's documents, Markdown rendered to HTML) and plain
 text become :class:`Block` runs (headings, paragraphs, section breaks), and blocks become
 chapters at their headings or breaks. Parsing is BeautifulSoup's with lxml, which copes with
-the broken markup real books carry."""
+the broken markup real books carry.
+
+A ``<br/>`` is kept as :data:`LINE_BREAK` (a verse line ends there, with a short pause); a newline
+in the markup is a space. A table is read row by row, the cells of a row as one sentence."""
 
 from __future__ import annotations
 
@@ -14,17 +17,27 @@ from typing import Final
 from bs4 import BeautifulSoup, Tag, XMLParsedAsHTMLWarning
 from bs4.element import Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
+from ttsfarm.breaks import LINE_BREAK
+
 HEADINGS: Final = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 BLOCK_TAGS: Final = frozenset(
     {
         "address", "article", "aside", "blockquote", "body", "dd", "div", "dl", "dt", "figcaption",
-        "figure", "footer", "header", "li", "main", "ol", "p", "pre", "section", "table", "tr",
-        "td", "th", "ul",
+        "figure", "footer", "header", "li", "main", "ol", "p", "pre", "section", "ul",
     }
 )  # fmt: skip
 SKIPPED_TAGS: Final = frozenset({"script", "style", "head", "title", "img", "svg", "math", "rt", "rp", "nav"})
-NOTE_TYPES: Final = frozenset({"noteref", "footnote", "endnote", "rearnote", "pagebreak", "annoref"})
-"""``epub:type`` values of things not read aloud: note markers, the notes, page numbers."""
+NOTE_TYPES: Final = frozenset(
+    {
+        "noteref", "footnote", "endnote", "rearnote", "footnotes", "endnotes", "rearnotes", "pagebreak",
+        "annoref",
+    }
+)  # fmt: skip
+"""``epub:type`` (or ``role="doc-..."``) values of things not read aloud: note markers, the notes
+and their sections, page numbers."""
+TABLE_CELLS: Final = frozenset({"td", "th"})
+CELL_JOIN: Final = ", "
+"""Between the cells of a table row, read as one sentence."""
 CHAPTER_HEADING_LEVELS: Final = 3
 """Only h1-h3 start chapters; deeper headings are read as part of the chapter."""
 UNTITLED_OPENING: Final = "Opening"
@@ -32,6 +45,7 @@ UNTITLED_OPENING: Final = "Opening"
 
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
 _NOTE_MARK = re.compile(r"^[\s\d*\u2020\u2021\u00a7\[\]()]*$")
+_SENTENCE_END = re.compile(r"[.!?\u2026:;][\"'\u201d\u2019)\]]*$")
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,8 @@ class _Walker:
         self._anchors: set[str] = set()
 
     def flush(self, heading: int = 0) -> None:
-        text = clean("".join(self._buffer))
+        # the only newlines left are the <br/>s: markup's own line ends were made spaces
+        text = clean("".join(self._buffer)).replace("\n", LINE_BREAK)
         self._buffer.clear()
         if text:
             self.blocks.append(Block(text, heading=heading, anchors=frozenset(self._anchors)))
@@ -123,6 +138,9 @@ class _Walker:
             self.flush()
             self.blocks.append(Block("", rule=True, anchors=frozenset(self._anchors)))
             self._anchors.clear()
+        elif name == "table":
+            self.flush()
+            self._table(tag)
         elif name in HEADINGS:
             self.flush()
             self.walk(tag)
@@ -133,6 +151,36 @@ class _Walker:
             self.flush()
         else:
             self.walk(tag)
+
+    def _table(self, table: Tag) -> None:
+        """Each row of ``table`` as one block: its cells joined into one sentence."""
+        for caption in table.find_all("caption", recursive=False):
+            self._element(caption)
+            self.flush()
+        for row in table.find_all("tr"):
+            if row.find_parent("table") is not table:
+                continue  # a row of a table within a cell: read with its cell
+            cells = []
+            for node in (row, *row.find_all(TABLE_CELLS, recursive=False)):
+                ident = node.get("id")
+                if isinstance(ident, str):
+                    self._anchors.add(ident)
+                if node is not row:
+                    inner = _Walker()
+                    inner.walk(node)
+                    inner.flush()
+                    self._anchors |= inner._anchors.union(*(block.anchors for block in inner.blocks))
+                    cells.append(" ".join(" ".join(block.text for block in inner.blocks).split()))
+            self._buffer.append(_joined([cell for cell in cells if cell]))
+            self.flush()
+
+
+def _joined(cells: Sequence[str]) -> str:
+    """Cells as one sentence: commas between them, unless a cell ends a sentence itself."""
+    text = cells[0] if cells else ""
+    for cell in cells[1:]:
+        text += (" " if _SENTENCE_END.search(text) else CELL_JOIN) + cell
+    return text
 
 
 def _is_note(tag: Tag) -> bool:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
@@ -24,6 +24,7 @@ from ttsfarm.finishing import FinishRequest
 from ttsfarm.jobs import JobRequest, JobResult
 from ttsfarm.processes import HelperPool
 from ttsfarm.storage import LocalStorage
+from ttsfarm.voices import Voice
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Progress, Synthesizer
@@ -86,6 +87,16 @@ class Renderer(Protocol):
         ...
 
 
+@runtime_checkable
+class VoiceLookup(Protocol):
+    """A renderer that can also say what a voice is (to warn about a book in a language its
+    voice does not speak): optional, as it says nothing about making audio."""
+
+    def voice(self, name: str) -> Voice:
+        """The voice called ``name`` (a :class:`~ttsfarm.errors.VoiceNotFound` if there is none)."""
+        ...
+
+
 class LocalRenderer:
     """Speaks parts with this process's synthesizer; finishes chapters in helper processes."""
 
@@ -103,6 +114,9 @@ class LocalRenderer:
 
     def sample_rate(self, voice: str) -> int:
         return self.synthesizer.voice(voice).sample_rate
+
+    def voice(self, name: str) -> Voice:
+        return self.synthesizer.voice(name)
 
     def check(self, request: JobRequest) -> int:
         self.synthesizer.check(request)

@@ -117,14 +117,16 @@ def chapter_lines(book: Book) -> list[str]:
     """What ``--list-chapters`` prints: one line per chapter found."""
     width = len(str(len(book.chapters)))
     lines = []
+    story_begun = False  # what is left out after the story began is back matter
     for chapter in book.chapters:
-        lines.append(_chapter_line(chapter, width))
+        lines.append(_chapter_line(chapter, width, "back" if story_begun else "front"))
+        story_begun = story_begun or not chapter.front_matter
     return lines
 
 
-def _chapter_line(chapter: Chapter, width: int) -> str:
+def _chapter_line(chapter: Chapter, width: int, matter: str) -> str:
     chars = chapter.characters
     seconds = chars / SPEECH_CHARS_PER_SECOND
     length = f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
-    note = "  (front matter: left out unless picked)" if chapter.front_matter else ""
+    note = f"  ({matter} matter: left out unless picked)" if chapter.front_matter else ""
     return f"{chapter.number:>{width}}  {chapter.title}  [{chars:,} characters, {length}]{note}"

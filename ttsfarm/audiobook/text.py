@@ -55,7 +55,7 @@ def read_text_book(path: str, defaults: SynthesisOptions, title: str | None = No
 
 def _chapter(number: int, section: Section, defaults: SynthesisOptions) -> Chapter:
     rows = tuple(Row(block.line, block.text, defaults) for block in section.paragraphs)
-    return Chapter(number, str(number), section.title or f"Chapter {number}", rows)
+    return Chapter(number, str(number), " ".join((section.title or f"Chapter {number}").split()), rows)
 
 
 def markdown_blocks(content: str) -> list[Block]:

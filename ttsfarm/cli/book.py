@@ -26,7 +26,7 @@ INTERRUPTED_STATUS: Final = 130
     "selection",
     metavar="LIST",
     help="Chapters to read, by the numbers --list-chapters shows: 3 or 1,4-6 or 9- "
-    "(default: all but the front matter).",
+    "(default: all but the front and back matter).",
 )
 @voice_options
 @click.option("--title", help="Book title (default: the book's own, else the file name).")
@@ -67,7 +67,7 @@ def audiobook(
     to resume.
 
     \b
-    EPUB: chapters from the book's table of contents, front matter left out.
+    EPUB: chapters from the book's table of contents; front and back matter left out.
     Text and Markdown: chapters at headings ("Chapter 3", "# Title") or at "* * *" lines.
     CSV: a 'text' column, rows grouped by 'chapter' (see docs/audiobook.md).
     """
