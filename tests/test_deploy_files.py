@@ -466,3 +466,14 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_check_env_names_a_cpu_limit_over_the_hosts_cores(tmp_path: Path) -> None:
+    script = ROOT / "docker" / "check-env.sh"
+    fine = subprocess.run([str(script), str(ENV_EXAMPLE)], capture_output=True, text=True, timeout=30)
+    assert fine.returncode == 0, fine.stderr
+    too_many = tmp_path / ".env"
+    too_many.write_text(f"WORKER_CPUS={len(os.sched_getaffinity(0))}\nREDIS_CPUS=9999\n", encoding="utf-8")
+    refused = subprocess.run([str(script), str(too_many)], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("check-env.sh: REDIS_CPUS=9999 ")
