@@ -71,6 +71,7 @@ def submit_job(
         noise_w=body.noise_w,
         format=body.format,
         loudness=body.loudness,
+        sentence_silence=body.sentence_silence,
         # Keys live in each API key's own space: one caller's key never returns another's job.
         key=f"{key_name}:{key}" if (key := body.idempotency_key or idempotency_key) else None,
     )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from ttsfarm.jobs import DEFAULT_FORMAT, LOUDNESS_RANGE, MAX_TEXT_CHARS, JobStatus
+from ttsfarm.jobs import DEFAULT_FORMAT, LOUDNESS_RANGE, MAX_TEXT_CHARS, SENTENCE_SILENCE_RANGE, JobStatus
 
 
 class JobCreate(BaseModel):
@@ -28,6 +28,12 @@ class JobCreate(BaseModel):
         None,
         description=f"Integrated loudness in LUFS ({LOUDNESS_RANGE[0]:g} to {LOUDNESS_RANGE[1]:g}) the "
         "audio is mastered to, true peaks under -1 dBTP; unset: the voice's own level.",
+    )
+    sentence_silence: StrictFloat | None = Field(
+        None,
+        description=f"Seconds of silence after each sentence ({SENTENCE_SILENCE_RANGE[0]:g} to "
+        f"{SENTENCE_SILENCE_RANGE[1]:g}), as piper's --sentence-silence; unset: 0.3 s after a sentence, "
+        "0.6 s after a paragraph.",
     )
     idempotency_key: str | None = Field(
         None,

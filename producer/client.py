@@ -75,6 +75,9 @@ class JobSpec:
     noise_w: float | None = None
     loudness: float | None = None
     """LUFS to master the audio to (true peaks under -1 dBTP); ``None``: the voice's own level."""
+    sentence_silence: float | None = None
+    """Seconds of silence after each sentence (0 to 2, as piper's ``--sentence-silence``);
+    ``None``: ttsfarm's own pauses."""
 
 
 class Client:
@@ -111,7 +114,9 @@ class Client:
         voice = self.voices.check(options.voice, options.speaker)
         if spec.key is not None:
             check_key(spec.key)
-        request = JobRequest(spec.text, options, spec.format, new_job_id(), spec.loudness)
+        request = JobRequest(
+            spec.text, options, spec.format, new_job_id(), spec.loudness, spec.sentence_silence
+        )
         check_cost(
             request.text,
             voice,
@@ -131,11 +136,22 @@ class Client:
         length_scale: float | None = None,
         key: str | None = None,
         loudness: float | None = None,
+        sentence_silence: float | None = None,
     ) -> str:
         """Queue one job; returns its id at once. With ``key``, a second submit of the same
         key returns the first job's id and queues nothing. With ``loudness`` (LUFS, such as
-        -18) the audio is mastered to it, true peaks under -1 dBTP."""
-        spec = JobSpec(text, voice, speaker, length_scale, format, key, loudness=loudness)
+        -18) the audio is mastered to it, true peaks under -1 dBTP. With ``sentence_silence``
+        (seconds, 0 to 2) each sentence is followed by that much silence, as piper's option."""
+        spec = JobSpec(
+            text,
+            voice,
+            speaker,
+            length_scale,
+            format,
+            key,
+            loudness=loudness,
+            sentence_silence=sentence_silence,
+        )
         return self.submit_many([spec])[0]
 
     def submit_many(self, specs: Iterable[JobSpec | str]) -> list[str]:

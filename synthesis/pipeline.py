@@ -19,6 +19,7 @@ from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.text import Segment
+from ttsfarm.breaks import PAUSE_SENTENCE
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
 from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
@@ -230,7 +231,8 @@ class Synthesizer:
             done = 0
             while in_flight:
                 segment, future = in_flight.popleft()
-                writer.append(future.result(), segment.text, segment.pause_after)
+                pause = pause_after(segment, request.sentence_silence)
+                writer.append(future.result(), segment.text, pause)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted
                 raise_if_cancelled(cancelled)
@@ -239,6 +241,16 @@ class Synthesizer:
         finally:
             for _, future in in_flight:
                 future.cancel()
+
+
+def pause_after(segment: Segment, sentence_silence: float | None) -> float:
+    """Seconds of silence after ``segment``: its own pause, or ``sentence_silence`` where it ends
+    a sentence or a paragraph. The text segmenter ends those with a pause of at least
+    ``PAUSE_SENTENCE`` and every shorter piece (a clause, a word) with less; the end of the text
+    has no pause, with or without a sentence silence, as piper's ``--sentence-silence``."""
+    if sentence_silence is None or segment.pause_after < PAUSE_SENTENCE:
+        return segment.pause_after
+    return sentence_silence
 
 
 class _SegmentCount:

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
+from producer.client import JobSpec
 from tests.test_cli import environment
+from ttsfarm.errors import InvalidInput
+from ttsfarm.jobs import JobRequest
 from ttsfarm.loudness import integrated_loudness, true_peak
 from ttsfarm.mastering import PEAK_CEILING_DBTP
 
@@ -114,6 +119,15 @@ def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path
     stored = (tmp_path / "store" / f"{job_id}.flac").read_bytes()
     assert (tmp_path / "got.flac").read_bytes() == stored
     assert hashlib.sha256(stored).hexdigest()[:12] in fetched.stdout.decode()
+    silent = ttsfarm("submit", "--sentence-silence", "9", cwd=tmp_path, env=env, stdin=b"One. Two.")
+    assert (
+        silent.returncode == 1
+        and b"sentence silence must be a number of seconds from 0 to 2" in silent.stderr
+    )
+    spaced = ttsfarm("submit", "--sentence-silence", "1.5", cwd=tmp_path, env=env, stdin=b"One. Two.")
+    assert spaced.returncode == 0, spaced.stderr
+    spaced_id = spaced.stdout.decode().split()[0]
+    assert sf.info(str(tmp_path / "store" / f"{spaced_id}.wav")).duration > 2.0  # 1.5 s between the two
     piped = ttsfarm("fetch", job_id, "-o", "-", cwd=tmp_path, env=env)  # as `synth -o -`
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == stored and b"sha256" in piped.stderr
@@ -134,3 +148,85 @@ def test_celery_flower_without_a_broker_says_so_in_one_line(tmp_path: Path) -> N
         run.stderr.strip()
         == "ttsfarm: no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
     )
+
+
+def zero_runs(audio: np.ndarray) -> list[int]:
+    """Lengths of the runs of digital silence (samples that are exactly 0) in ``audio``, in order."""
+    silent = np.concatenate(([0], (audio == 0).astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(silent))
+    return [int(n) for n in edges[1::2] - edges[::2]]
+
+
+def test_sentence_silence_sets_the_pause_after_each_sentence_as_piper_does(tmp_path: Path) -> None:
+    text = "One sentence. Another one.\n\nA new paragraph."
+    fixed = ("--noise-scale", "0", "--noise-w", "0", "--loudness", "off", "-q")  # the same speech each run
+    made = {}
+    for name, silence in (
+        ("default", ()),
+        ("long", ("--sentence-silence", "1.0")),
+        ("none", ("--sentence-silence", "0")),
+    ):
+        run = ttsfarm("synth", text, "-o", f"{name}.wav", *fixed, *silence, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        made[name], rate = sf.read(tmp_path / f"{name}.wav", dtype="int16")
+    assert rate == 22050
+    # ttsfarm's own pauses: 0.3 s after a sentence, 0.6 s after a paragraph; piper's 1.0 s after both
+    default, long = ([n for n in zero_runs(made[name]) if n > 0.2 * rate] for name in ("default", "long"))
+    assert len(default) == len(long) == 2
+    assert [a - b for a, b in zip(long, default, strict=True)] == [22050 - 6615, 22050 - 13230]
+    assert len(made["long"]) - len(made["default"]) == 2 * 22050 - 6615 - 13230
+    assert len(made["default"]) - len(made["none"]) == 6615 + 13230
+    assert max(zero_runs(made["none"])) < 0.05 * rate  # no pause left between sentences
+    for audio in made.values():  # and none after the last sentence, as piper
+        assert len(audio) - 1 - np.flatnonzero(audio)[-1] < 0.05 * rate
+
+
+def test_noise_options_make_the_same_audio_every_run_and_bad_values_are_one_line(tmp_path: Path) -> None:
+    text = "Noise or none."
+    quiet = ("--loudness", "off", "-q")
+    for name in ("a", "b"):
+        run = ttsfarm(
+            "synth",
+            text,
+            "-o",
+            f"{name}.wav",
+            "--noise-scale",
+            "0",
+            "--noise-w-scale",
+            "0",
+            *quiet,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr
+    for name in ("c", "d"):  # the voice's own noise: every run differs
+        assert ttsfarm("synth", text, "-o", f"{name}.wav", *quiet, cwd=tmp_path).returncode == 0
+    audio = {name: sf.read(tmp_path / f"{name}.wav", dtype="int16")[0] for name in "abcd"}
+    assert np.array_equal(audio["a"], audio["b"])
+    assert not np.array_equal(audio["c"], audio["d"])
+    for option, value, message in (
+        ("--sentence-silence", "5", b"the sentence silence must be a number of seconds from 0 to 2"),
+        ("--sentence-silence", "-0.1", b"the sentence silence must be a number of seconds from 0 to 2"),
+        ("--noise-scale", "3", b"noise scale must be between 0 and 2"),
+        ("--noise-w", "-1", b"noise w must be between 0 and 2"),
+    ):
+        bad = ttsfarm("synth", text, "-o", "x.wav", option, value, cwd=tmp_path)
+        assert bad.returncode == 1 and bad.stderr.startswith(b"Error: " + message), bad.stderr
+        assert bad.stderr.strip().count(b"\n") == 0 and not (tmp_path / "x.wav").exists()
+
+
+def test_a_sentence_silence_travels_with_the_job_and_old_messages_still_read() -> None:
+    plain = JobRequest("Pause.", job_id="c" * 32)
+    paused = JobRequest("Pause.", job_id="c" * 32, sentence_silence=0.5)
+    assert JobRequest.from_dict(paused.to_dict()) == paused and paused.to_dict()["sentence_silence"] == 0.5
+    old = {k: v for k, v in plain.to_dict().items() if k not in ("sentence_silence", "loudness")}
+    assert JobRequest.from_dict(old) == plain  # a message from a producer that predates the field
+    before = {"text": "Pause.", "options": plain.options.to_dict(), "format": "wav"}
+    blob = json.dumps(before, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    assert plain.fingerprint() == hashlib.sha256(blob).hexdigest() != paused.fingerprint()  # keys still match
+    assert JobRequest("Pause.", sentence_silence=np.float32(0.25)).sentence_silence == 0.25  # type: ignore[arg-type]
+    assert JobSpec("Pause.", sentence_silence=0.5).sentence_silence == 0.5
+    for bad in (2.5, -1, float("nan"), "0.5", True):
+        with pytest.raises(
+            InvalidInput, match="the sentence silence must be a number of seconds from 0 to 2"
+        ):
+            JobRequest("Pause.", sentence_silence=bad)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import soundfile as sf
 from synthesis.audio import SegmentWriter
 from synthesis.pipeline import Synthesizer
 from ttsfarm import files
-from ttsfarm.errors import Cancelled, InvalidAudio, InvalidInput, TransientError
+from ttsfarm.errors import Cancelled, InvalidAudio, StorageRejected, TransientError
 from ttsfarm.jobs import JobRequest, SynthesisOptions
 from ttsfarm.storage import LocalStorage
 
@@ -64,7 +64,7 @@ def test_temp_files_removed_after_success_and_failure(engine, tmp_path: Path) ->
         assert list(temp.iterdir()) == []
         blocked = tmp_path / "not-a-folder"
         blocked.write_text("a file where the storage folder should be")
-        with pytest.raises(InvalidInput, match="cannot write"):
+        with pytest.raises(StorageRejected, match="cannot write"):
             synthesizer.synthesize(JobRequest("Hello again."), LocalStorage(blocked), "b.wav")
         assert list(temp.iterdir()) == []
         with pytest.raises(Cancelled):

@@ -48,6 +48,10 @@ _SCALES: Final = (
     ("noise_w", "noise w", NOISE_RANGE, "0 gives every phoneme its predicted length"),
 )
 
+SENTENCE_SILENCE_RANGE: Final = (0.0, 2.0)
+"""Seconds of silence after each sentence a job takes (piper's ``--sentence-silence``). The
+ceiling keeps a job's audio, which admission estimates from its text, near that estimate."""
+
 LOUDNESS_RANGE: Final = (-40.0, -10.0)
 """Loudness targets (LUFS) a job can be mastered to: spoken word is usually published at -23 to
 -16 (EBU R128 broadcast -23, audiobooks about -18, podcasts -16)."""
@@ -145,6 +149,20 @@ def check_loudness(value: object) -> float | None:
     return float(value)
 
 
+def check_sentence_silence(value: object) -> float | None:
+    """Return the seconds of silence after each sentence as a float (``None``: the pauses of
+    ``ttsfarm.breaks``), or raise :class:`InvalidInput`."""
+    if value is None:
+        return None
+    low, high = SENTENCE_SILENCE_RANGE
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and low <= float(value) <= high):
+        raise InvalidInput(
+            f"the sentence silence must be a number of seconds from {low:g} to {high:g} (such as 0.2), "
+            f"or unset for ttsfarm's own pauses; not {value!r}"
+        )
+    return float(value)
+
+
 SUBMITTED_AT: Final = "submitted_at"
 """Message field: the producer's clock (epoch seconds) when it queued the job, for queue-wait metrics."""
 
@@ -207,11 +225,16 @@ class JobRequest:
     """Integrated loudness (LUFS) the audio is mastered to, true peaks under -1 dBTP, as
     ``ttsfarm synth`` does; ``None`` keeps the voice's own level (joe speaks at about -24 to -27
     LUFS, depending on the text)."""
+    sentence_silence: float | None = None
+    """Seconds of silence after each sentence, paragraph ends included (none after the last), as
+    piper's ``--sentence-silence``; ``None`` keeps the pauses of ``ttsfarm.breaks`` (0.3 s after a
+    sentence, 0.6 s after a paragraph)."""
 
     def __post_init__(self) -> None:
         check_text(self.text)
         object.__setattr__(self, "format", check_format(self.format))
         object.__setattr__(self, "loudness", check_loudness(self.loudness))
+        object.__setattr__(self, "sentence_silence", check_sentence_silence(self.sentence_silence))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,6 +243,7 @@ class JobRequest:
             "format": self.format,
             "options": self.options.to_dict(),
             "loudness": self.loudness,
+            "sentence_silence": self.sentence_silence,
         }
 
     def summary(self) -> str:
@@ -239,9 +263,9 @@ class JobRequest:
         )
 
     def fingerprint(self) -> str:
-        """A hash of what decides the audio (text, voice and settings, format, loudness), not the
-        id: two requests with one fingerprint make the same file. Unmastered requests hash as
-        they did before jobs took a loudness."""
+        """A hash of what decides the audio (text, voice and settings, format, loudness, sentence
+        silence), not the id: two requests with one fingerprint make the same file. Requests
+        without a loudness or a sentence silence hash as they did before jobs took them."""
         identity: dict[str, Any] = {
             "text": self.text,
             "options": self.options.to_dict(),
@@ -249,6 +273,8 @@ class JobRequest:
         }
         if self.loudness is not None:
             identity["loudness"] = self.loudness
+        if self.sentence_silence is not None:
+            identity["sentence_silence"] = self.sentence_silence
         blob = json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()
 
@@ -260,6 +286,7 @@ class JobRequest:
             format=data.get("format", DEFAULT_FORMAT),
             job_id=data["job_id"],
             loudness=data.get("loudness"),
+            sentence_silence=data.get("sentence_silence"),
         )
 
 

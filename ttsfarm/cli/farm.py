@@ -53,6 +53,12 @@ def _client(settings: Settings) -> Client:
 @click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
 @voice_options
 @loudness_option("off")
+@click.option(
+    "--sentence-silence",
+    type=float,
+    metavar="SECONDS",
+    help="Silence after each sentence, 0 to 2 (as piper's; default: 0.3, 0.6 after a paragraph).",
+)
 @click.option("--key", callback=utf8, help="Idempotency key: submitting the same key twice queues one job.")
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
 @click.pass_obj
@@ -65,6 +71,7 @@ def submit(
     speaker: int | None,
     length_scale: float | None,
     loudness: float | None,
+    sentence_silence: float | None,
     key: str | None,
     wait: bool,
 ) -> None:
@@ -76,11 +83,14 @@ def submit(
     audio_format = check_format(audio_format)
     if not settings.farm_mode:
         options = options_from(voice, speaker, length_scale, settings)
-        _run_here(settings, JobRequest(text, options, audio_format, loudness=loudness))
+        request = JobRequest(
+            text, options, audio_format, loudness=loudness, sentence_silence=sentence_silence
+        )
+        _run_here(settings, request)
         return
     client = _client(settings)
     voice = voice or settings.voice
-    job_id = client.submit(text, voice, audio_format, speaker, length_scale, key, loudness)
+    job_id = client.submit(text, voice, audio_format, speaker, length_scale, key, loudness, sentence_silence)
     click.echo(job_id)
     if wait:
         _follow(client, job_id)

@@ -1,4 +1,4 @@
-"""``ttsfarm synth`` (one audio file, in this process) and ``ttsfarm voices``."""
+"""``ttsfarm synth`` (one audio file, or one per line, in this process) and ``ttsfarm voices``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ttsfarm.cli.common import (
     voice_options,
 )
 from ttsfarm.inputs import check_writable, format_for
-from ttsfarm.jobs import JobRequest, check_format
+from ttsfarm.jobs import JobRequest, check_format, check_sentence_silence
 from ttsfarm.settings import Settings
 
 
@@ -29,14 +29,33 @@ from ttsfarm.settings import Settings
     "--output",
     required=True,
     type=click.Path(path_type=Path, allow_dash=True),
-    help="Audio file to write ('-' for standard output).",
+    help="Audio file to write ('-' for standard output); with --lines or --jsonl, the folder.",
 )
 @click.option(
     "--format", "audio_format", metavar=FORMAT_METAVAR, help="Default: from the file name; wav for '-'."
 )
 @voice_options
+@click.option("--noise-scale", type=float, help="Generator noise, 0 to 2 (0: the same audio every run).")
+@click.option("--noise-w", "--noise-w-scale", "noise_w", type=float, help="Phoneme length noise, 0 to 2.")
+@click.option(
+    "--sentence-silence",
+    type=float,
+    metavar="SECONDS",
+    help="Silence after each sentence, 0 to 2 (as piper's; default: 0.3, 0.6 after a paragraph).",
+)
 @loudness_option("-18")
 @click.option("--title", help="Title tag (default: the first words of the text).")
+@click.option(
+    "--lines", is_flag=True, help="Speak each line of the input into its own file in the folder -o."
+)
+@click.option(
+    "--jsonl",
+    "--json-input",
+    "json_lines",
+    is_flag=True,
+    help='As --lines, each line a JSON object: {"id": "utt1", "text": "...", "speaker": 0, ...}.',
+)
+@click.option("--fail-fast", is_flag=True, help="With --lines: stop at the first bad line (default: go on).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
 def synth(
@@ -48,11 +67,18 @@ def synth(
     voice: str | None,
     speaker: int | None,
     length_scale: float | None,
+    noise_scale: float | None,
+    noise_w: float | None,
+    sentence_silence: float | None,
     loudness: float | None,
     title: str | None,
+    lines: bool,
+    json_lines: bool,
+    fail_fast: bool,
     quiet: bool,
 ) -> None:
-    """Speak TEXT (or a file, or standard input) into one audio file, in this process."""
+    """Speak TEXT (or a file, or standard input) into one audio file, in this process; with
+    --lines or --jsonl, each line of the input into its own file in the folder -o names."""
     import tempfile
     import time
 
@@ -61,11 +87,39 @@ def synth(
     from ttsfarm.storage import LocalStorage
     from ttsfarm.synth_file import Tags, title_from
 
+    options = replace(
+        options_from(voice, speaker, length_scale, settings), noise_scale=noise_scale, noise_w=noise_w
+    )
+    check_sentence_silence(sentence_silence)
+    if lines or json_lines:
+        from ttsfarm.cli.lines import synth_lines
+
+        if text is not None:
+            raise click.UsageError(
+                "with --lines or --jsonl, give the lines with -f FILE or on standard input, not as TEXT"
+            )
+        if title is not None:
+            raise click.UsageError("--title names one file: with --lines or --jsonl each file has its own")
+        audio_format = check_format(audio_format or "wav")
+        synth_lines(
+            settings,
+            text_file,
+            output,
+            options,
+            audio_format,
+            loudness,
+            sentence_silence,
+            json_lines,
+            fail_fast,
+            quiet,
+        )
+        return
+    if fail_fast:
+        raise click.UsageError("--fail-fast goes with --lines or --jsonl")
     to_stdout = str(output) == "-"
     text = text_from(text, text_file)
     audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
-    options = options_from(voice, speaker, length_scale, settings)
-    request = JobRequest(text, options, audio_format, loudness=loudness)
+    request = JobRequest(text, options, audio_format, loudness=loudness, sentence_silence=sentence_silence)
     tags = Tags(title or title_from(text), options.voice)
     if not to_stdout:
         check_writable(output)
