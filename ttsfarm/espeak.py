@@ -1,10 +1,13 @@
-"""espeak-ng, as piper-tts bundles it: one phonemizer per process, one caller at a time."""
+"""espeak-ng, as piper-tts bundles it: one phonemizer per process, made on first use, one caller
+at a time."""
 
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from piper.phonemize_espeak import EspeakPhonemizer
+if TYPE_CHECKING:
+    from piper.phonemize_espeak import EspeakPhonemizer
 
 _lock = threading.Lock()
 _phonemizer: EspeakPhonemizer | None = None
@@ -16,5 +19,9 @@ def phonemize(espeak_voice: str, text: str) -> list[list[str]]:
     global _phonemizer
     with _lock:
         if _phonemizer is None:
+            # imported here: piper's package loads onnxruntime, which a producer that only
+            # judges the cost of a long text (ttsfarm.admission) should not pay for at import
+            from piper.phonemize_espeak import EspeakPhonemizer
+
             _phonemizer = EspeakPhonemizer()
         return _phonemizer.phonemize(espeak_voice, text)
