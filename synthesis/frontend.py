@@ -5,6 +5,10 @@ takes a process-wide lock of its own. On a GPU the engine speaks faster than one
 phonemize, and job threads doing it starve the batcher of the interpreter lock, so there the
 work goes to a pool of processes (``text_processes``), a few chunks of paragraphs ahead of the
 job. Elsewhere it runs in the job's own thread, one sentence at a time.
+
+Both read the text aloud the same way before phonemizing (numbers, dates and abbreviations in
+words for English voices: :class:`synthesis.phonemes.Phonemizer`); the segments keep the text
+as written.
 """
 
 from __future__ import annotations
@@ -33,18 +37,19 @@ CHUNKS_AHEAD: Final = 3
 """Chunks of one job being segmented at once: enough to keep its batches fed, few enough
 that the segments waiting in memory stay a small part of any text."""
 
-_process_segmenters: dict[tuple[str, int], Segmenter] = {}
+_process_segmenters: dict[tuple[str, int, bool], Segmenter] = {}
 """The segmenters of one pool process (each process has its own espeak-ng)."""
 
 
 def _segment_chunk(
-    voice: Voice, max_phoneme_ids: int, paragraphs: list[str], ends_text: bool
+    voice: Voice, max_phoneme_ids: int, paragraphs: list[str], ends_text: bool, normalize_text: bool
 ) -> list[Segment]:
     """Runs in a pool process: the segments of some paragraphs, numbered from 0."""
-    key = (str(voice.model_path), max_phoneme_ids)
+    key = (str(voice.model_path), max_phoneme_ids, normalize_text)
     segmenter = _process_segmenters.get(key)
     if segmenter is None:
-        segmenter = _process_segmenters[key] = Segmenter(Phonemizer(voice), max_phoneme_ids)
+        phonemizer = Phonemizer(voice, normalize_text)
+        segmenter = _process_segmenters[key] = Segmenter(phonemizer, max_phoneme_ids)
     return list(segmenter.paragraph_segments(paragraphs, ends_text))
 
 
@@ -64,13 +69,21 @@ def chunk_paragraphs(paragraphs: Sequence[str], size: int = CHUNK_CHARACTERS) ->
 
 
 class TextFrontend:
-    """Makes the segments of any job's text; share one per process between job threads."""
+    """Makes the segments of any job's text; share one per process between job threads.
 
-    def __init__(self, max_phoneme_ids: int = DEFAULT_MAX_PHONEME_IDS, processes: int = 0) -> None:
+    ``normalize_text`` off sends the text to espeak-ng as written (measurements compare both)."""
+
+    def __init__(
+        self,
+        max_phoneme_ids: int = DEFAULT_MAX_PHONEME_IDS,
+        processes: int = 0,
+        normalize_text: bool = True,
+    ) -> None:
         if processes < 0:
             raise ValueError("processes must be 0 (segment in the job's thread) or more")
         self.max_phoneme_ids = max_phoneme_ids
         self.processes = processes
+        self.normalize_text = normalize_text
         self._segmenters: dict[str, Segmenter] = {}
         self._lock = threading.Lock()
         self._pool = HelperPool(processes, what="text") if processes else None
@@ -100,7 +113,8 @@ class TextFrontend:
         key = str(voice.model_path)
         with self._lock:
             if key not in self._segmenters:
-                self._segmenters[key] = Segmenter(Phonemizer(voice), self.max_phoneme_ids)
+                phonemizer = Phonemizer(voice, self.normalize_text)
+                self._segmenters[key] = Segmenter(phonemizer, self.max_phoneme_ids)
             return self._segmenters[key]
 
     def segments(self, voice: Voice, text: str) -> Iterator[Segment]:
@@ -136,7 +150,14 @@ class TextFrontend:
             while next_chunk is not None and len(pending) < CHUNKS_AHEAD:
                 following = next(chunks, None)
                 pending.append(
-                    pool.submit(_segment_chunk, voice, self.max_phoneme_ids, next_chunk, following is None)
+                    pool.submit(
+                        _segment_chunk,
+                        voice,
+                        self.max_phoneme_ids,
+                        next_chunk,
+                        following is None,
+                        self.normalize_text,
+                    )
                 )
                 next_chunk = following
             for segment in pending.popleft().result():

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from synthesis.frontend import TextFrontend, chunk_paragraphs
+from synthesis.phonemes import Phonemizer
 from synthesis.text import normalize
 from ttsfarm.breaks import PAUSE_PARAGRAPH, split_paragraphs
-from ttsfarm.errors import TransientError
+from ttsfarm.errors import InvalidInput, TransientError
 from ttsfarm.voices import Voice
 
 SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.txt"
@@ -59,3 +60,34 @@ def test_a_killed_text_process_fails_one_job_as_transient_then_the_pool_recovers
             "One sentence.",
             "Another one.",
         ]
+
+
+NUMBERS = "It costs $49.95 on 2024-03-15.\n\nHenry VIII paid £5 at 8:30 pm. Say [[ həlˈoʊ ]] to Dr. Smith."
+
+
+def test_pool_and_thread_both_read_numbers_aloud_and_keep_the_text(voice: Voice) -> None:
+    phonemizer = Phonemizer(voice)
+    with TextFrontend() as in_thread, TextFrontend(processes=1) as pooled:
+        expected = list(in_thread.segments(voice, NUMBERS))
+        got = list(pooled.segments(voice, NUMBERS))
+    assert got == expected
+    assert [s.text for s in got] == [
+        "It costs $49.95 on 2024-03-15.",
+        "Henry VIII paid £5 at 8:30 pm.",
+        "Say [[ həlˈoʊ ]] to Dr. Smith.",
+    ]
+    spoken = "Henry the eighth paid five pounds at eight thirty PM."
+    assert list(got[1].phoneme_ids) == phonemizer.ids(spoken)
+
+
+def test_normalisation_can_be_switched_off_in_the_pool_too(voice: Voice) -> None:
+    as_written = Phonemizer(voice, normalize_text=False)
+    with TextFrontend(processes=1, normalize_text=False) as pooled:
+        got = list(pooled.segments(voice, "It costs $49.95."))
+    assert [list(s.phoneme_ids) for s in got] == [as_written.ids("It costs $49.95.")]
+    assert got[0].phoneme_ids != tuple(Phonemizer(voice).ids("It costs $49.95."))
+
+
+def test_an_unknown_inline_phoneme_fails_the_job_from_the_pool_too(voice: Voice) -> None:
+    with TextFrontend(processes=1) as pooled, pytest.raises(InvalidInput, match="no phoneme 'Q'"):
+        list(pooled.segments(voice, "Say [[ hQlo ]] now."))
