@@ -335,9 +335,8 @@ def main() -> None:
                     results[label] = measure(kind, args, args.port, Path(folder), label)
                 except Exception as error:
                     results[label] = {"error": repr(error)}
-                    logs = sorted(Path(folder).glob("worker-*.log"))
-                    for log in logs:
-                        shutil.copy(log, args.out / log.name)
+                for log in sorted(Path(folder).glob("worker-*.log")):  # kept: a failed job's details
+                    shutil.copy(log, args.out / log.name)
                 print(json.dumps(results[label]), flush=True)
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
