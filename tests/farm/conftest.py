@@ -30,6 +30,26 @@ REDIS_SERVER = os.environ.get("TTSFARM_TEST_REDIS", "redis://127.0.0.1:6379")
 REDIS_URL = f"{REDIS_SERVER}/11"
 BUCKET = "ttsfarm-test"
 PREFIX = "jobs"
+HEALTHCHECK = Path(__file__).parents[2] / "docker" / "healthcheck.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder is a farm test (``-m "not farm"``: ``scripts/test --quick``)."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.farm)
+
+
+def healthcheck(env: dict[str, str], name: str) -> subprocess.CompletedProcess[str]:
+    """``ttsfarm-healthcheck worker NAME``, as the container runs it."""
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK), "worker", name],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def broken_voice(folder: Path) -> str:

@@ -21,8 +21,7 @@ import pytest
 
 from bench.farm import start_s3
 from producer import Client
-from tests.farm.conftest import BUCKET, WorkerProcess, farm_env, free_port, wait_for
-from tests.farm.test_healthcheck import healthcheck
+from tests.farm.conftest import BUCKET, WorkerProcess, farm_env, free_port, healthcheck, wait_for
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 RECHECK_WAIT = 30.0

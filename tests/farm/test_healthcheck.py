@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.farm.conftest import WorkerProcess, farm_env
-
-HEALTHCHECK = Path(__file__).parents[2] / "docker" / "healthcheck.py"
-
-
-def healthcheck(env: dict[str, str], name: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(HEALTHCHECK), "worker", name],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.farm.conftest import WorkerProcess, farm_env, healthcheck
 
 
 def test_a_worker_whose_engine_runs_is_healthy(
