@@ -87,6 +87,9 @@ def create_app(settings: Settings) -> FastAPI:
         # Swagger UI and ReDoc load their scripts from a CDN; the OpenAPI document is served as is.
         docs_url=None,
         redoc_url=None,
+        # A path with a trailing slash is a 404 naming the endpoints, not a redirect built from
+        # the request's Host header, which a client chooses.
+        redirect_slashes=False,
     )
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes)

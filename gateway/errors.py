@@ -10,6 +10,7 @@ logs them instead), anything unexpected answers 500, and every message that does
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -61,10 +62,29 @@ class ApiError(Exception):
         self.status, self.message, self.code, self.headers = status, message, code, headers
 
 
+ECHO_CHARS: Final = 60
+"""How much of a long value an error quotes back (a 10,000-character voice name, say)."""
+_LONG = 2 * ECHO_CHARS
+_LONG_QUOTED = re.compile(rf"'([^'\n]{{{_LONG},}})'|\"([^\"\n]{{{_LONG},}})\"")
+_LONG_PATH = re.compile(rf"(?<= )(/\S{{{_LONG},}})")
+
+
+def shortened(message: str) -> str:
+    """``message`` with every long quoted value (and a long request path) cut to its start and
+    its length: an error says what was wrong without sending the caller's input back whole."""
+
+    def cut(found: re.Match[str]) -> str:
+        value = next(group for group in found.groups() if group is not None)
+        return f"'{value[:ECHO_CHARS]}...' ({len(value):,} characters)"
+
+    message = _LONG_QUOTED.sub(cut, message)
+    return _LONG_PATH.sub(lambda found: f"{found[1][:ECHO_CHARS]}... ({len(found[1]):,} characters)", message)
+
+
 def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
     """The JSON body of an error answer."""
     kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": redact(message), "type": kind, "code": code}}
+    return {"error": {"message": shortened(redact(message)), "type": kind, "code": code}}
 
 
 def error_response(

@@ -7,6 +7,7 @@ take the threads that serve the rest), and its audio is streamed back from stora
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Final
 
@@ -23,6 +24,15 @@ from ttsfarm.jobs import AUDIO_FORMATS, check_unicode
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")
 """Model names the speech endpoint takes; all speak with the farm's voices alike."""
+DATED_MODEL: Final = re.compile(r"(tts-1|tts-1-hd|gpt-4o-mini-tts)-(\d{4}|\d{4}-\d{2}-\d{2})")
+"""OpenAI's dated snapshots of those models (``tts-1-1106``, ``gpt-4o-mini-tts-2025-03-20``),
+which clients pin: taken as the model they date."""
+
+
+def known_model(name: str) -> bool:
+    return name in MODELS or DATED_MODEL.fullmatch(name) is not None
+
+
 OPENAI_VOICES: Final = frozenset(
     {
         "alloy",
@@ -48,7 +58,7 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 
 def _check(body: SpeechRequest, max_chars: int) -> str:
     """The ttsfarm format for the request, or an ApiError saying what to change."""
-    if body.model not in MODELS:
+    if not known_model(body.model):
         raise ApiError(400, f"unknown model {body.model!r}: use one of {', '.join(MODELS)}", "unknown_model")
     if body.stream_format not in (None, "audio"):
         raise ApiError(
@@ -125,6 +135,16 @@ async def speech(body: SpeechRequest, key_name: ApiKeyName, farm: FarmDep) -> Re
 def models(key_name: ApiKeyName) -> ModelList:
     """The model names ``POST /v1/audio/speech`` takes (OpenAI's models list)."""
     return ModelList(data=[Model(id=name) for name in MODELS])
+
+
+@router.get("/models/{model_id}", response_model=Model)
+def model(model_id: str, key_name: ApiKeyName) -> Model:
+    """One model by name, dated snapshots included (OpenAI's ``models.retrieve``)."""
+    if not known_model(model_id):
+        raise ApiError(
+            404, f"unknown model {model_id[:80]!r}: use one of {', '.join(MODELS)}", "model_not_found"
+        )
+    return Model(id=model_id)
 
 
 @router.get("/voices", response_model=VoiceList, tags=["jobs"])

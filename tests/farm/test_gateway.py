@@ -130,6 +130,18 @@ def test_bad_bodies(api: httpx.Client, body: dict[str, Any], status: int, messag
     assert message in answer.json()["error"]["message"]
 
 
+def test_errors_quote_long_values_short_and_never_redirect_by_host(api: httpx.Client) -> None:
+    """A 10,000-character voice name comes back as its start and its length; a trailing slash is a
+    404, not a redirect to wherever the request's Host header points."""
+    answer = api.post("/v1/jobs", json={"text": "hi", "voice": "x" * 10_000})
+    message = answer.json()["error"]["message"]
+    assert answer.status_code == 400 and len(message) < 300, message
+    assert "'" + "x" * 60 + "...' (10,000 characters)" in message and "use one of joe" in message
+    slash = api.get("/v1/jobs/", headers={"Host": "attacker.example"})
+    assert slash.status_code == 404 and "location" not in slash.headers
+    assert "attacker.example" not in slash.text
+
+
 def test_malformed_and_oversize_bodies(api: httpx.Client) -> None:
     bad_json = api.post("/v1/jobs", content=b'{"text": ', headers={"Content-Type": "application/json"})
     assert bad_json.status_code == 400 and "not valid JSON" in bad_json.json()["error"]["message"]
@@ -214,6 +226,13 @@ def test_openai_client_speaks(gateway: str, redis_url: str, worker: WorkerProces
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=f"{gateway}/v1", api_key=new_key(redis_url), max_retries=0)
     assert {model.id for model in client.models.list()} >= {"tts-1", "tts-1-hd"}
+    assert client.models.retrieve("gpt-4o-mini-tts-2025-03-20").id == "gpt-4o-mini-tts-2025-03-20"
+    with pytest.raises(openai.NotFoundError, match="unknown model 'tts-2'"):
+        client.models.retrieve("tts-2")
+    dated = client.audio.speech.create(
+        model="tts-1-1106", voice="alloy", input=SENTENCE, response_format="wav"
+    )
+    assert dated.content[:4] == b"RIFF"
 
     normal = client.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE, response_format="wav")
     fast = client.audio.speech.create(
