@@ -6,8 +6,8 @@ espeak-ng's phonemization of the same sentences; best of --repeats. ``--nemo`` m
 grammars (nemo_text_processing) on the same texts instead: run it in a venv that has them::
 
     .venv/bin/python benchmarks/normalize_cost.py [--repeats 5]
-    python3 -m venv /tmp/nemo && /tmp/nemo/bin/pip install nemo-text-processing
-    /tmp/nemo/bin/python benchmarks/normalize_cost.py --nemo
+    python3 -m venv NEMO_ENV && NEMO_ENV/bin/pip install nemo-text-processing
+    NEMO_ENV/bin/python benchmarks/normalize_cost.py --nemo
 
 Quality, the ASR round trip: the number-heavy sentences are spoken by ttsfarm on the CPU with
 and without normalisation (``--make-wavs``, project venv), then transcribed by Whisper base
@@ -16,8 +16,8 @@ says what the expected spoken form says: both sides go through the same word nor
 English reader, so that Whisper's "$49.95" and "forty-nine dollars and ninety-five cents" are
 alike, then lowercase words only); WER is jiwer's over those words::
 
-    .venv/bin/python benchmarks/normalize_cost.py --make-wavs /tmp/reading
-    .venv-quality/bin/python benchmarks/normalize_cost.py --asr /tmp/reading [--json FILE]
+    .venv/bin/python benchmarks/normalize_cost.py --make-wavs DIR
+    .venv-quality/bin/python benchmarks/normalize_cost.py --asr DIR [--json FILE]
 """
 
 from __future__ import annotations
