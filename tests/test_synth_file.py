@@ -76,3 +76,13 @@ def test_every_format_keeps_the_true_peak_promise_as_decoded(tmp_path: Path, aud
     assert true_peak(audio) <= PEAK_CEILING_DBTP
     assert decoded_true_peak(out) == pytest.approx(true_peak(audio), abs=0.05)
     assert integrated_loudness(audio, rate) == pytest.approx(-18.0, abs=0.5)
+
+
+def test_a_file_over_the_ceiling_is_encoded_again_lower_by_the_books_rule() -> None:
+    """One rule for every lossy file, a job's or a book's: under the ceiling by the meter's
+    resolution is done; over it, the next encoding goes lower by the overshoot and a margin."""
+    from ttsfarm.mastering import METER_RESOLUTION_DB, PEAK_FIX_MARGIN_DB, headroom_after
+
+    assert headroom_after(PEAK_CEILING_DBTP - METER_RESOLUTION_DB, 0.3) is None
+    again = headroom_after(PEAK_CEILING_DBTP + 0.13, 0.6)
+    assert again == pytest.approx(0.6 + 0.13 + METER_RESOLUTION_DB + PEAK_FIX_MARGIN_DB)

@@ -25,22 +25,15 @@ from ttsfarm.errors import Cancelled, InvalidInput, PermanentError
 from ttsfarm.files import sha256_file
 from ttsfarm.finishing import HEAD_SILENCE, TAIL_SILENCE, FinishRequest
 from ttsfarm.jobs import EncodedPiece, JobResult, SegmentTiming
-from ttsfarm.mastering import PEAK_CEILING_DBTP, limit, master, resample
+from ttsfarm.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after, limit, master, resample
 
 log = logging.getLogger(__name__)
 
 CHAPTER_STEM: Final = "chapter"
 CHAPTER_FORMAT: Final = "flac"
 """Chapters stay lossless (16-bit FLAC)."""
-PEAK_FIX_PASSES: Final = 4
-"""Encodings of one piece at most while its true peak is over the ceiling."""
-PEAK_FIX_MARGIN_DB: Final = 0.2
-"""How far under the ceiling a piece encoded again aims."""
 BYTES_PER_SAMPLE: Final = 32
 """Memory finishing holds per sample of the chapter, with room (:func:`memory_needed`)."""
-METER_RESOLUTION_DB: Final = 0.1
-"""ffmpeg's meter prints true peaks to 0.1 dB: a piece's peak must be that far under the ceiling
-for every meter to read it under."""
 
 
 def memory_needed(request: FinishRequest) -> int:
@@ -155,9 +148,10 @@ def _encode(
                 lower.unlink()
         else:
             piece = encode_piece(chapter, len(audio), rate, codec, target, should_stop)
-        if piece.true_peak <= PEAK_CEILING_DBTP - METER_RESOLUTION_DB:
+        again = headroom_after(piece.true_peak, headroom)
+        if again is None:
             return replace(piece, headroom=round(headroom, 2))
-        headroom += piece.true_peak - PEAK_CEILING_DBTP + METER_RESOLUTION_DB + PEAK_FIX_MARGIN_DB
+        headroom = again
         log.info(
             "%s: true peak %.2f dBTP, encoding it again %.2f dB lower", codec.name, piece.true_peak, headroom
         )

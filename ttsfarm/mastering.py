@@ -36,6 +36,13 @@ TARGET_LUFS: Final = -18.0
 """Integrated loudness of every chapter: a common target for spoken word."""
 PEAK_CEILING_DBTP: Final = -1.0
 """True peaks (4x oversampled) stay below this, leaving room for lossy encoders."""
+PEAK_FIX_PASSES: Final = 4
+"""Encodings of one file at most while its decoded true peak is over the ceiling."""
+PEAK_FIX_MARGIN_DB: Final = 0.2
+"""How far under the ceiling a file encoded again aims."""
+METER_RESOLUTION_DB: Final = 0.1
+"""ffmpeg's meter prints true peaks to 0.1 dB: a file's peak must be that far under the ceiling
+for every meter to read it under."""
 LIMITER_MARGIN_DB: Final = 0.3
 """The limiter aims this far under the ceiling, for 16-bit rounding and resampling."""
 LIMITER_WINDOW_SECONDS: Final = 0.010
@@ -133,6 +140,17 @@ def master(
         mastered *= np.float32(db_to_linear(ceiling_db - LIMITER_MARGIN_DB / 2 - peak))
         loudness, peak = integrated_loudness(mastered, rate), true_peak(mastered)
     return Mastered(mastered, loudness, peak, gain)
+
+
+def headroom_after(
+    decoded_peak: float, headroom: float, ceiling_db: float = PEAK_CEILING_DBTP
+) -> float | None:
+    """A lossy encoder lifts peaks: after an encoding made ``headroom`` dB under the ceiling
+    decoded to ``decoded_peak`` dBTP, ``None`` if that is under the ceiling (as every meter
+    reads it), else the headroom to encode again with."""
+    if decoded_peak <= ceiling_db - METER_RESOLUTION_DB:
+        return None
+    return headroom + decoded_peak - ceiling_db + METER_RESOLUTION_DB + PEAK_FIX_MARGIN_DB
 
 
 def limit(audio: np.ndarray, rate: int, ceiling_db: float) -> np.ndarray:

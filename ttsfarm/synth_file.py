@@ -18,7 +18,7 @@ from typing import Final
 import numpy as np
 import soundfile as sf
 
-from ttsfarm.errors import raise_if_cancelled
+from ttsfarm.errors import PermanentError, raise_if_cancelled
 from ttsfarm.files import atomic_target
 from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 
@@ -28,10 +28,6 @@ LOSSY_HEADROOM_DB: Final = {"mp3": 0.3, "ogg": 0.6}
 """How much lower than the promised ceiling a normalised file of a lossy format is mastered: its
 encoder lifts true peaks (joe at -18 LUFS, under a -1.3 dBTP aim: mp3 decoded at -1.09, Vorbis
 at -0.87 dBTP)."""
-LOSSY_ATTEMPTS: Final = 3
-"""Writes of a lossy file at most, each under a lower ceiling, until its decoded peak is under."""
-LOSSY_STEP_DB: Final = 0.2
-"""Added to the overshoot when the ceiling is lowered for another write."""
 TITLE_WORDS: Final = 8
 TITLE_CHARS: Final = 80
 """A title is also cut at this many characters: a text without spaces is one long "word"."""
@@ -78,19 +74,27 @@ def finish(
     ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.processes``).
 
     A lossy encoder moves the peaks it is given: a normalised mp3 or ogg is mastered under a
-    lower ceiling (:data:`LOSSY_HEADROOM_DB`), decoded and measured, and written again under a
-    lower one still in the rare case that its true peak came out over the promised ceiling."""
-    from ttsfarm.mastering import PEAK_CEILING_DBTP
+    lower ceiling (:data:`LOSSY_HEADROOM_DB`), decoded and measured, and written again lower
+    still while its true peak is over the promised ceiling, by the rule the book's pieces follow
+    (:func:`ttsfarm.mastering.headroom_after`)."""
+    from ttsfarm.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after
 
-    ceiling = PEAK_CEILING_DBTP - LOSSY_HEADROOM_DB.get(audio_format, 0.0)
-    for _ in range(LOSSY_ATTEMPTS):
+    headroom = LOSSY_HEADROOM_DB.get(audio_format, 0.0)
+    for _ in range(PEAK_FIX_PASSES):
+        ceiling = PEAK_CEILING_DBTP - headroom
         _write(spoken, segments, target, audio_format, loudness, tags, block_seconds, should_stop, ceiling)
         if loudness is None or audio_format not in LOSSY_HEADROOM_DB:
             return
-        over = decoded_true_peak(target) - PEAK_CEILING_DBTP
-        if over <= 0:
+        peak = decoded_true_peak(target)
+        lower = headroom_after(peak, headroom)
+        if lower is None:
             return
-        ceiling -= over + LOSSY_STEP_DB
+        headroom = lower
+    target.unlink(missing_ok=True)
+    raise PermanentError(
+        f"the {audio_format} file keeps a true peak of {peak:.2f} dBTP, over {PEAK_CEILING_DBTP} dBTP: "
+        "lower the loudness"
+    )
 
 
 def _write(
