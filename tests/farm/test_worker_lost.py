@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -31,10 +33,17 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
     )
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
-    with Client(settings) as client, job_folder(str(temp)) as live:
-        job_id = client.submit(EXAMPLE[:3000])  # long enough to be running when it is looked at
-        wait_for(lambda: client.status(job_id).segments_done > 0, 60, "the first segment")
-        assert client.status(job_id).state == "running"
+    with Client(settings) as client, job_folder(str(temp)) as live, _stopped_at_the_end(doomed):
+        # about 450 s of speech: a CPU worker is still on it when it is looked at (the text
+        # alone, 150 s, was once done between two looks)
+        job_id = client.submit("\n\n".join([EXAMPLE] * 3))
+
+        def running_with_a_segment_done() -> bool:
+            status = client.status(job_id)  # one read: the state and the progress together
+            assert status.state in ("queued", "running"), f"the job ended first: {status.state}"
+            return status.state == "running" and status.segments_done > 0
+
+        wait_for(running_with_a_segment_done, 60, "the first segment")
         left = {p.name for p in temp.glob(f"{TEMP_PREFIX}*")} - {live.name, f"{live.name}{LOCK_SUFFIX}"}
         assert len(left) == 2  # the running job's folder and its lock file
         children = psutil.Process(doomed.process.pid).children(recursive=True)
@@ -53,6 +62,16 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
         assert client.status(job_id).attempts >= 2
         assert result.duration > 30
         assert result.segments[0].text.startswith("The town of Ellery")
+
+
+@contextlib.contextmanager
+def _stopped_at_the_end(worker: WorkerProcess) -> Iterator[None]:
+    """A failed check must not leave the worker running into the tests after this one."""
+    try:
+        yield
+    finally:
+        if worker.process.poll() is None:
+            worker.stop()
 
 
 def _alive(process: psutil.Process) -> bool:
