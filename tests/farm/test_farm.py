@@ -354,12 +354,17 @@ def test_key_of_a_failed_job_can_be_tried_again(
 
 
 def test_short_job_does_not_wait_behind_a_long_one(client: Client, worker: WorkerProcess) -> None:
-    long_job = client.submit(EXAMPLE * 2)
+    long_job = client.submit("\n\n".join([EXAMPLE] * 6))
     wait_for(lambda: client.status(long_job).segments_done > 0, 60, "the long job's first segment")
     short_job = client.submit("A quick one.")
-    client.wait(short_job, timeout=60)
-    assert not client.status(long_job).done, "the short job finished only after the long one"
-    client.wait(long_job, timeout=300)
+    client.wait(short_job, timeout=120)
+    long_status = client.status(long_job)
+    short_finished = client.status(short_job).finished_at
+    assert long_status.finished_at is None or short_finished < long_status.finished_at, (
+        f"the short job waited for the long one ({long_status.segments_done}/{long_status.segments_total} "
+        "segments of the long job were done)"
+    )
+    client.cancel(long_job)
 
 
 def test_a_job_that_could_not_be_queued_frees_its_key(client: Client, worker: WorkerProcess) -> None:
