@@ -137,8 +137,6 @@ def engine_options(settings: Settings, max_batch: int | None = None) -> EngineOp
         precision=settings.precision,
         shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
         waveform_cuda_options=waveform_layout(settings.cuda_layout, max_batch, free_bytes),
-        capture_front=settings.capture_front,
-        conv_bias_adds=settings.conv_bias_adds,
     )
 
 

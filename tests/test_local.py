@@ -75,10 +75,6 @@ def test_engine_options_from_settings() -> None:
         Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_SHAPE_BUCKETS": "off", "TTSFARM_GPU": "3"})
     )
     assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", False, 3)
-    assert not engine_options(Settings()).capture_front  # an experiment: off unless asked for
-    assert engine_options(Settings.load({"TTSFARM_CAPTURE_FRONT": "on"})).capture_front
-    assert engine_options(Settings()).conv_bias_adds
-    assert not engine_options(Settings.load({"TTSFARM_CONV_BIAS_ADDS": "off"})).conv_bias_adds
     with pytest.raises(SettingsError, match="TTSFARM_PRECISION must be"):
         engine_options(Settings(precision="int4"))
 

@@ -85,17 +85,6 @@ class Settings:
     see docs/benchmarks.md, runs 13 and 17. Several workers on one GPU: set ``nchw``. The stages
     that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
     the durations, and so the lengths."""
-    capture_front: bool = False
-    """Opt-in: the staged engine's front (text encoder and duration predictor) replayed as a
-    CUDA graph too, its graph rewritten for it (``synthesis.front_graph``), on a thread of its
-    own beside the waveform graphs, each captured graph then on an arena of its own. Exact
-    lengths and the same audio; engine alone 1.11-1.23x at batch 32, but through the farm no
-    faster (4,077 against 4,170 stored audio s/s), for 2.9x the GPU memory (87 GB against
-    30 GB) and 31 s to ready against 19 s: docs/benchmarks.md, runs 14-16."""
-    conv_bias_adds: bool = True
-    """The staged engine on CUDA adds every convolution's bias with an ``Add`` of its own
-    instead of cuDNN's generic tensor kernel (``synthesis.conv_bias``): the same values, engine
-    alone 1.07x (docs/benchmarks.md, run 31). ``off`` only to compare."""
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
