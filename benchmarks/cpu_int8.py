@@ -23,7 +23,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.log_mel import log_mel_distance
-from bench.sweep import corpus_items
+from ttsfarm.cli.sweep import corpus_items
 from ttsfarm.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"

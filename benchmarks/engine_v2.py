@@ -4,11 +4,8 @@
     python benchmarks/engine_v2.py --engine v1 --out DIR     # the single-session engine
     python benchmarks/engine_v2.py --compare DIR/engine_v1.json DIR/engine_v2.json
     python benchmarks/engine_v2.py --engine v2 --out DIR2 --layout nhwc   # TTSFARM_CUDA_LAYOUT=nhwc
-    python benchmarks/engine_v2.py --engine v2 --out DIR --front captured   # TTSFARM_CAPTURE_FRONT=on
     python benchmarks/engine_v2.py --engine v2 --out DIR --smoke      # tiny, on the CPU
-    python benchmarks/engine_v2.py --engine v2 --out DIR --name fused --cuda-option fuse_conv_bias=1
     python benchmarks/engine_v2.py --engine v2 --out DIR --name exported --exported-positions
-    python benchmarks/engine_v2.py --engine v2 --out DIR --name cudnn-bias --cudnn-bias   # as before run 31
 
 Each engine runs in its own process (their GPU arenas cannot be shared: ``synthesis.sessions``);
 run the two one after the other on the same machine and compare. Sections, each saved to
@@ -58,7 +55,7 @@ import soundfile as sf
 
 from bench.end_to_end import end_to_end, rotated_texts
 from bench.log_mel import log_mel_distance
-from bench.sweep import corpus_items, gpu_memory_mib
+from ttsfarm.cli.sweep import corpus_items, gpu_memory_mib
 from synthesis.batcher import Batcher
 from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
@@ -259,9 +256,6 @@ def main() -> None:
         help="the waveform layout (TTSFARM_CUDA_LAYOUT's nchw or nhwc; auto is the worker's choice)",
     )
     parser.add_argument(
-        "--front", choices=["plain", "captured"], default="plain", help="v2's front (TTSFARM_CAPTURE_FRONT)"
-    )
-    parser.add_argument(
         "--cuda-option",
         action="append",
         default=[],
@@ -269,18 +263,9 @@ def main() -> None:
         help="an onnxruntime CUDA provider option for the waveform sessions (repeatable; experiments)",
     )
     parser.add_argument(
-        "--fused-layer-norms", action="store_true", help="v2's front with its layer norms fused (experiment)"
-    )
-    parser.add_argument(
         "--exported-positions",
         action="store_true",
         help="the text encoder's relative positions as the voice exports them (before the gathers)",
-    )
-    parser.add_argument(
-        "--fused-conv-bias", action="store_true", help="v2's waveform biases fused by cuDNN (experiment)"
-    )
-    parser.add_argument(
-        "--cudnn-bias", action="store_true", help="conv biases added by cuDNN (TTSFARM_CONV_BIAS_ADDS=off)"
     )
     parser.add_argument("--name", default="", help="suffix of the result file, for variants of one engine")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
@@ -290,9 +275,7 @@ def main() -> None:
         compare(args.compare)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    captured = args.engine == "v2" and args.front == "captured"
-    label = f"{args.engine}-captured-front" if captured else args.engine
-    label = f"{label}-{args.name}" if args.name else label
+    label = f"{args.engine}-{args.name}" if args.name else args.engine
     if min(args.threads) < 1:
         parser.error("--threads takes counts of 1 or more")
     if any("=" not in option for option in args.cuda_option):
@@ -310,11 +293,7 @@ def main() -> None:
         provider=provider,
         concurrent_runs=max(args.threads),
         waveform_cuda_options=(*CUDA_LAYOUTS[args.layout], *extra_cuda),
-        capture_front=args.front == "captured",
-        fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
-        fused_conv_bias=args.fused_conv_bias,
-        conv_bias_adds=not args.cudnn_bias,
     )
     kind = StagedEngine if args.engine == "v2" else Engine
 
@@ -331,7 +310,6 @@ def main() -> None:
             "sessions": engine.sessions_built,
             "session_s": round(engine.session_seconds, 2),
             "capture_s": round(getattr(engine, "capture_seconds", 0.0), 2),
-            "front_graphs": getattr(engine, "front_graphs", False),
             "precision_fallbacks": engine.precision_fallbacks,
             "gpu_mib": gpu_memory_mib(),
         }
@@ -357,8 +335,7 @@ def main() -> None:
     for in_flight in (2,) if args.smoke else (32, 64):
         run = partial(in_process, engine, jobs, in_flight, 1 if args.smoke else THREADS)
         results.section(f"in-process e2e {in_flight} in flight", run)
-    front_graphs = getattr(engine, "front_graphs", False)
-    results.section("after", lambda: {"gpu_mib": gpu_memory_mib(), "front_graphs": front_graphs})
+    results.section("after", lambda: {"gpu_mib": gpu_memory_mib()})
 
 
 if __name__ == "__main__":

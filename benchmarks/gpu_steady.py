@@ -19,7 +19,7 @@ from typing import Any
 from gpu_system import engine_counters  # this folder, beside this script
 
 from bench.end_to_end import end_to_end, rotated_texts
-from bench.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
+from ttsfarm.cli.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
 from synthesis.batcher import Batcher
 from synthesis.build import GPU_MAX_PADDED_IDS
 from synthesis.engine import Engine, EngineOptions

@@ -37,7 +37,7 @@ import numpy as np
 import onnxruntime as ort
 
 from bench.log_mel import log_mel_distance
-from bench.sweep import (
+from ttsfarm.cli.sweep import (
     corpus_items,
     gpu_memory_mib,
     mixed_batches,
@@ -64,7 +64,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "buckets+fp16+heurB": {"precision": "fp16", "shape_buckets": True, "cuda_options": HEUR_B},
     "buckets+heurB": {"precision": "fp32", "shape_buckets": True, "cuda_options": HEUR_B},
     "buckets+nc1d": {"precision": "fp32", "shape_buckets": True, "cuda_options": NC1D},
-    "buckets+iobinding": {"precision": "fp32", "shape_buckets": True, "io_binding": True},
 }
 
 

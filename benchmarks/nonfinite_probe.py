@@ -39,7 +39,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from bench.sweep import corpus_items
+from ttsfarm.cli.sweep import corpus_items
 from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.phonemes import Phonemizer
@@ -55,16 +55,14 @@ FIRST_BAD_SHOWN = 8
 
 def waveform_inputs(engine: StagedEngine, items: list[EngineItem], scales: Scales) -> dict[str, np.ndarray]:
     """The waveform stage's inputs for this batch, as the staged engine makes them, on the host."""
-    front = engine._run_front(items, scales)
-    binding = engine._expand_binding(
-        front, engine._frame_plan(front.durations, front.durations.sum(axis=1)), scales.noise_scale
-    )
+    front = engine.front.run(items, scales)
+    planned = engine.plan(front, len(items))
+    if planned is None:
+        raise SystemExit("the batch needs more frames than one run may take")
     names = engine.stages.names
     outputs = [names.prior, names.mask, *names.extras]
-    for name in outputs:
-        binding.bind_output(name, "cpu")
-    engine._expand.run_with_iobinding(binding)
-    return {name: value.numpy() for name, value in zip(outputs, binding.get_outputs(), strict=True)}
+    values = engine.expand(engine.expand_binding(front, planned[0], scales.noise_scale))
+    return {name: value.numpy() for name, value in zip(outputs, values, strict=True)}
 
 
 def exposed(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:

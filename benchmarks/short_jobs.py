@@ -48,7 +48,7 @@ import redis
 from farm_gpu import PROSE, start_profile, start_redis, start_worker, wait_all
 
 from bench.farm import stop_workers
-from bench.sweep import corpus_items
+from ttsfarm.cli.sweep import corpus_items
 from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences

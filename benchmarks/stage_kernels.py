@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.sweep import corpus_items
+from ttsfarm.cli.sweep import corpus_items
 from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
@@ -89,9 +89,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--engine-batches", type=int, default=30, help="0: the front only")
     parser.add_argument("--stage", choices=["front", "waveform"], default="front")
-    parser.add_argument("--fused-layer-norms", action="store_true", help="layer norms fused (experiment)")
     parser.add_argument("--exported-positions", action="store_true", help="relative positions as exported")
-    parser.add_argument("--cudnn-bias", action="store_true", help="conv biases by cuDNN (before run 31)")
     parser.add_argument("--name", default="", help="suffix of the result file, for variants")
     args = parser.parse_args()
     try:
@@ -106,24 +104,22 @@ def main() -> None:
         warmup=False,
         shape_buckets=True,
         waveform_cuda_options=(NHWC,),
-        fused_layer_norms=args.fused_layer_norms,
         gathered_positions=not args.exported_positions,
-        conv_bias_adds=not args.cudnn_bias,
     )
     engine = StagedEngine(voice, variant)
     items = sorted(corpus_items(voice, (HERE / "corpus.txt").read_text()), key=lambda i: len(i.phoneme_ids))
     middle = items[len(items) // 2 : len(items) // 2 + 32]
     batch = [middle[row % len(middle)] for row in range(args.rows)]
-    front = engine._run_front(batch, EXACT)
-    planned = engine._planned(front.durations, len(batch))
+    front = engine.front.run(batch, EXACT)
+    planned = engine.plan(front, len(batch))
     if planned is None:
         parser.error(f"{args.rows} rows need more frames than one run may take")
 
     def stage() -> None:
         if args.stage == "front":
-            engine._run_front(batch, EXACT)
+            engine.front.run(batch, EXACT)
         else:
-            engine.release(engine._run_waveform(front, planned[0], 0.0))  # as the engine's own runs
+            engine.release(engine.waveform_audio(front, planned[0], 0.0))  # as the engine's own runs
 
     for _ in range(5):
         stage()

@@ -21,7 +21,6 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-from bench.sweep import corpus_items
+from ttsfarm.cli.sweep import corpus_items
 from synthesis.engine import EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
@@ -46,8 +45,10 @@ SEED = 11
 
 
 def replays(engine: StagedEngine, rows: int, frames: int, count: int) -> tuple[list[float], np.ndarray]:
-    engine._on_lane(partial(engine._capture, rows, frames))
-    slot = engine._slot(rows, frames)
+    graphs = engine.waveform
+    assert graphs is not None, "the waveform slots need shape buckets"
+    graphs.capture(rows, frames)
+    slot = graphs.slot(rows, frames)
     rng = np.random.default_rng(SEED)
     for name, buffer in slot.inputs.items():
         shape = buffer.shape()
@@ -56,7 +57,7 @@ def replays(engine: StagedEngine, rows: int, frames: int, count: int) -> tuple[l
     times = []
     for _ in range(count):
         started = time.perf_counter()
-        engine._on_lane(partial(engine._replay, slot, rows, frames))
+        graphs.replay(rows, frames)
         times.append(time.perf_counter() - started)
     return times, np.asarray(slot.output.numpy()).reshape(rows, -1)
 
@@ -70,10 +71,10 @@ def front_alone(engine: StagedEngine, rows: int, threads: int, batches: int) -> 
     middle = items[len(items) // 2 : len(items) // 2 + 32]
     batch = [middle[row % len(middle)] for row in range(rows)]
     scales = Scales(0.0, 1.0, 0.0)
-    engine._run_front(batch, scales)
+    engine.front.run(batch, scales)
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda _: engine._run_front(batch, scales), range(batches)))
+        list(pool.map(lambda _: engine.front.run(batch, scales), range(batches)))
     wall = time.perf_counter() - started
     return {
         "rows": rows,
@@ -126,7 +127,7 @@ def main() -> None:
                 "ms": round(ms, 2),
                 "padded_audio_per_s": round(audio_s / ms * 1000, 1),
                 "rel_l2": round(distance, 5),
-                "fp32": engine._slot(rows, frames).fp32,
+                "fp32": engine.waveform.slot(rows, frames).fp32,
             }
             results[f"{variant} {rows}x{frames}"] = row
             print(f"{variant:>10} {rows:>3}x{frames:<5} {row}", flush=True)

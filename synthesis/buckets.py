@@ -2,7 +2,8 @@
 
 ONNX Runtime's CUDA convolutions keep the cuDNN plan of the last input shape they saw and build a
 new one whenever the shape changes: over a millisecond per convolution, and a Piper voice has
-over a hundred of them (232 ms against 12 ms per run on an H200, docs/benchmarks.md). Real text
+over a hundred of them (232 ms against 12 ms per run on an H200,
+docs/decisions/0001-shape-buckets.md). Real text
 gives a new shape on almost every batch. The engine therefore keeps one session per bucket
 (rows, phoneme ids, frames), and a session only ever sees its own shape. The price is the
 padding, which stays small because the buckets are close together.

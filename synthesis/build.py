@@ -1,11 +1,12 @@
 """Building the in-process synthesizer from settings (used by the CLI and by workers).
 
-Batching defaults depend on where the engine runs, from the H200 and CPU measurements in
-``docs/benchmarks.md``: on a GPU, batches of up to 32 (the knee of the throughput curve), a
-budget of 16,384 padded phoneme ids per batch, and no padding cap (batches are padded to
-fixed shape buckets anyway). On a CPU a batch is no faster per item than single items and
-any padding is lost work (batch 8 ran 8-10% slower than batch 1, batch 8 with under 2%
-padding 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
+Batching defaults depend on where the engine runs, from the H200 and CPU measurements
+(docs/decisions/0006-batch-32-on-a-gpu.md, 0007-batch-1-on-a-cpu.md): on a GPU, batches of up
+to 32 (the knee of the throughput curve), a budget of 16,384 padded phoneme ids per batch, and
+no padding cap (batches are padded to fixed shape buckets anyway). On a CPU a batch is no
+faster per item than single items and
+any padding is lost work (batch 8 ran 15% slower than batch 1, and capped at 3% padding
+still 4% slower), so CPU workers default to one segment per run; set ``max_batch`` to
 batch anyway (at most 15% padding then).
 
 On a GPU three runner threads form and run batches, three engine runs may be on the device
@@ -39,27 +40,30 @@ GPU_RUNNERS: Final = 3
 GPU_CONCURRENT_RUNS: Final = 3
 GPU_TEXT_PROCESSES: Final = 4
 """Text processes of a GPU worker at most: four kept one H200 fed (1.4-1.6 cores busy at about
-4,000 stored audio s/s, run 9); eight did no better."""
+4,000 stored audio s/s, docs/decisions/0008-text-processes.md); eight did no better."""
 GPU_WORKER_CORES: Final = 5
-"""Cores a GPU worker's own process keeps busy at full speed (4.5-4.8 in runs 9-10: Celery,
-batcher runners, encoding, storage). Text processes get what a GPU's share of the host leaves."""
+"""Cores a GPU worker's own process keeps busy at full speed (4.5-4.8: Celery, batcher
+runners, encoding, storage; docs/decisions/0008-text-processes.md). Text processes get what a GPU's
+share of the host leaves."""
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
 SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 CUDA_LAYOUTS: Final[dict[str, CudaOptions]] = {"nchw": (), "nhwc": (NHWC,)}
 """Extra CUDA provider options of the staged engine's waveform sessions for each
 ``TTSFARM_CUDA_LAYOUT`` (``EngineOptions.waveform_cuda_options``). Never the sessions that predict
-the durations: NHWC there changed 7 of 79 segment lengths (run 13)."""
+the durations: NHWC there changed 7 of 79 segment lengths (docs/decisions/0013-nhwc-waveform-auto.md)."""
 NHWC_MIN_FREE_BYTES: Final = 120 * 2**30
 """``TTSFARM_CUDA_LAYOUT=auto`` takes NHWC where the GPU has at least this much memory free when
 the engine loads, for batches of at most :data:`NHWC_MAX_BATCH`. NHWC keeps an arena per
-captured waveform graph: at batch 32 a worker peaked at 76,319-83,385 MiB (runs 13, 17 and 18,
+captured waveform graph: at batch 32 a worker peaked at 76,319-83,385 MiB
+(docs/decisions/0013-nhwc-waveform-auto.md,
 against 27,497-31,525 MiB in NCHW) and the engine benchmark, with an fp32 engine of its own
 beside it, at 105,311 MiB."""
 NHWC_MAX_BATCH: Final = 32
 """The largest batch NHWC has been measured at. Larger batches capture larger graphs, each in an
 arena of its own: batches 8, 32 and 64 prepared together, with the front captured too (every
-graph on its own arena, as NHWC's are), ran an H200 out of memory (run 15)."""
+graph on its own arena, as NHWC's are), ran an H200 out of memory
+(docs/decisions/0013-nhwc-waveform-auto.md)."""
 
 
 def gpu_text_processes(cores: int, gpus: int) -> int:

@@ -3,22 +3,16 @@
 onnxruntime's CUDA provider adds a convolution's bias with cuDNN's generic tensor kernel
 (``cudnnAddTensor``), one call per convolution. In the waveform stage (fp16, NHWC, 32 rows x 768
 frames) those calls were a quarter of the GPU time: 62 of them, 8.5 ms per replay, against 5.2 ms
-for the 68 residual additions of the same tensors, which read twice as much (docs/benchmarks.md,
-runs 24 and 28). :func:`with_biases_apart` takes each bias out of its convolution:
-``Conv(x, w, b)`` becomes ``b + Conv(x, w)``, the bias shaped ``(channels, 1, ...)`` to broadcast
+for the 68 residual additions of the same tensors, which read twice as much.
+:func:`with_biases_apart` takes each bias out of its convolution: ``Conv(x, w, b)`` becomes ``b +
+Conv(x, w)``, the bias shaped ``(channels, 1, ...)`` to broadcast
 over the length, so onnxruntime's own elementwise kernel adds it. The sum is rounded once either
 way, so the values are the same.
 
-Two uses:
-
-- every ``Conv`` and ``ConvTranspose`` (``EngineOptions.conv_bias_adds``): the bias added by
-  onnxruntime instead of cuDNN. onnxruntime's ``ConvAddFusion`` folds ``Conv(x, w) + b`` back
-  into the convolution when ``b`` is the ``Add``'s second input (run 30: 59 of 62 calls of
-  cuDNN's kernel were left, the three ``ConvTranspose`` ones gone), so the bias comes first:
-  ``b + Conv(x, w)``.
-- only ``ConvTranspose`` (``EngineOptions.fused_conv_bias``): cuDNN's frontend (CUDA option
-  ``fuse_conv_bias``) fuses the other biases into their convolutions, but cannot build a
-  ``ConvTranspose`` with one (run 17: "Failed to initialize CUDNN Frontend").
+Every ``Conv`` and ``ConvTranspose`` of the staged engine on CUDA is split so
+(docs/decisions/0021-conv-bias-adds.md). onnxruntime's ``ConvAddFusion`` folds ``Conv(x, w) + b``
+back into the convolution when ``b`` is the ``Add``'s second input, so the bias comes first:
+``b + Conv(x, w)``.
 """
 
 from __future__ import annotations

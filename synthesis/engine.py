@@ -1,4 +1,4 @@
-"""The ONNX Runtime sessions of one Piper voice: batched phoneme ids in, trimmed waveforms out.
+"""The single-session engine: each batch in one ONNX Runtime session run of the whole voice.
 
 The model does not output lengths, so at load we expose Piper's per-phoneme duration tensor
 (the output of the graph's only ``Ceil`` node). Each item's exact sample count is the sum of
@@ -6,7 +6,9 @@ its durations times the voice's hop length; everything past it is padding and is
 
 On the GPU a batch is padded to a shape bucket (``synthesis.buckets``) and runs in that bucket's own
 session, and the flow and decoder run in fp16 (``synthesis.precision``); on the CPU there is one
-fp32 session and no bucket padding. ``docs/benchmarks.md`` has the measurements behind this.
+fp32 session and no bucket padding (docs/decisions/0001, 0002 and 0007). On a GPU with batches of 8
+and more, the
+staged engine (``synthesis.staged``) is the one that runs.
 """
 
 from __future__ import annotations
@@ -14,19 +16,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 import onnxruntime as ort
 
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
+from synthesis.devices import device
+from synthesis.engine_base import (
+    EngineBasics,
+    EngineOptions,
+    check_piper_interface,
+    is_missing_fp16_plan,
+    is_out_of_memory,
+)
 from synthesis.gpus import gpu_present
+from synthesis.items import EngineItem, Scales, cut_items, filler_ids, padded_feeds, voice_scales, warmup_ids
+from synthesis.session_cache import SessionBuilds, SessionCache
 from synthesis.sessions import (
-    CUDA,
-    CudaOptions,
     Precision,
     Provider,
     build_session,
@@ -34,7 +42,6 @@ from synthesis.sessions import (
     providers_for,
     run_options,
     session_options,
-    share_gpu_arena,
     wants_cuda,
 )
 from ttsfarm.errors import EngineOutOfMemory
@@ -48,121 +55,15 @@ __all__ = [
     "Precision",
     "Provider",
     "Scales",
+    "cut_items",
+    "filler_ids",
     "gpu_present",
+    "is_missing_fp16_plan",
+    "voice_scales",
+    "warmup_ids",
 ]
 
 log = logging.getLogger(__name__)
-
-PAD_ID: Final = 0
-"""Phoneme id used to right-pad shorter items in a batch (Piper's ``_``)."""
-
-WARMUP_PHONEMES: Final = "h\u0259l\u02c8o\u028a."  # "hello." in IPA
-"""A short utterance run once at load, so kernels and memory pools are ready."""
-
-MAX_BATCH_FRAMES: Final = 1 << 17
-"""Rows times decoder frames per session run; larger batches are split. cuDNN describes a tensor
-with 32-bit sizes, and the last upsampling layer holds rows x frames x hop (256) x channels
-(32 to 64) values: past 2**31 the run fails with ``CUDNN_STATUS_NOT_SUPPORTED``."""
-
-DEFAULT_MAX_SESSIONS: Final = 64
-"""Bucket sessions kept per voice; the least recently used goes first past this."""
-
-NO_FP16_PLAN_MARKERS: Final = ("HEURISTIC_QUERY_FAILED", "CUDNN_FE failure")
-"""How cuDNN says it has no plan for a convolution's shapes in fp16 (seen on an H200 for one
-dilated convolution at 1 to 4 rows): that bucket then runs fp32. Any other error is raised."""
-
-PIPER_INPUTS: Final = frozenset({"input", "input_lengths", "scales"})
-PIPER_OUTPUT: Final = "output"
-"""What every Piper voice's graph takes and gives (a multi-speaker voice also takes ``sid``)."""
-
-OUT_OF_MEMORY_MARKERS: Final = (
-    "out of memory",
-    "failed to allocate",
-    "cudnn_status_alloc_failed",
-    "cublas_status_alloc_failed",
-    "bad_alloc",
-)
-
-
-@dataclass(frozen=True)
-class Scales:
-    """The model's ``scales`` input; one value for a whole batch."""
-
-    noise_scale: float
-    length_scale: float
-    noise_w: float
-
-    def as_array(self) -> np.ndarray:
-        return np.array([self.noise_scale, self.length_scale, self.noise_w], dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class EngineItem:
-    """One utterance for the model: phoneme ids with BOS/EOS, and a speaker id if any."""
-
-    phoneme_ids: Sequence[int]
-    speaker_id: int | None = None
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How to build the ONNX Runtime sessions."""
-
-    provider: Provider = "auto"
-    """``cuda`` or ``auto`` use the GPU when onnxruntime-gpu sees one; ``cpu`` never does."""
-    device_id: int = 0
-    """Which GPU to pin the sessions to."""
-    cpu_threads: int = 0
-    """Intra-op threads on CPU; 0 means one per available core."""
-    warmup: bool = True
-    """Run a short utterance at load, so the first real job is not slow."""
-    precision: Precision = "auto"
-    """``fp16`` runs the flow and decoder in half precision on the GPU; ``fp32`` is the exact
-    reference; ``auto`` is fp16 on CUDA and fp32 on CPU (fp16 is only used with CUDA)."""
-    shape_buckets: bool | None = None
-    """Pad batches to fixed shapes with one session each; ``None`` means on for CUDA only."""
-    io_binding: bool = False
-    """Bind inputs and outputs explicitly (the audio stays on the GPU until copied once)."""
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    """Bucket sessions kept at once."""
-    cuda_options: CudaOptions = ()
-    """Extra CUDA provider options for every session of the engine."""
-    waveform_cuda_options: CudaOptions = ()
-    """Extra CUDA provider options for the staged engine's waveform sessions only, e.g. the
-    layout ``(("prefer_nhwc", "1"),)`` (``TTSFARM_CUDA_LAYOUT``): the sessions that compute the
-    durations must not get it (NHWC there changed 7 of 79 segment lengths, run 13). The
-    single-session engine, whose one graph holds the durations too, does not use them."""
-    capture_front: bool = False
-    """The staged engine, with buckets: its front rewritten (``synthesis.front_graph``), run on
-    its own thread with fixed buffers, and on CUDA captured as a CUDA graph (every captured
-    graph then keeps an arena of its own); off: plain front sessions in the caller's thread."""
-    gathered_positions: bool = True
-    """The text encoder's relative-position pads and slices as one ``Gather`` each
-    (``synthesis.relative_positions``): the same outputs to the bit, fewer copies on the GPU.
-    Off only to compare with the voice's graph as exported."""
-    fused_layer_norms: bool = False
-    """Experimental, for the staged engine on CUDA: its front's spelled-out layer norms as
-    single nodes (``synthesis.layer_norms``). 1.09x engine alone on an H200, but 9 of 79 corpus
-    segments came out a different length from the fp32 reference (run 20), so it is off."""
-    conv_bias_adds: bool = True
-    """The staged engine on CUDA: every convolution's bias added by an ``Add`` of its own
-    (``synthesis.conv_bias``) instead of cuDNN's generic tensor kernel, which was a quarter of the
-    waveform stage's GPU time. The same lengths and log-mel distances to the last digit; engine
-    alone 1.07x (docs/benchmarks.md, run 31). Off only to compare; ``fused_conv_bias`` overrides it."""
-    fused_conv_bias: bool = False
-    """Experimental, for the staged engine on CUDA: the waveform sessions' convolution biases
-    fused into the convolutions by cuDNN (CUDA option ``fuse_conv_bias``), each
-    ``ConvTranspose``'s bias moved to an ``Add`` first (``synthesis.conv_bias``)."""
-    max_batch_frames: int = MAX_BATCH_FRAMES
-    """Batches over this many rows x decoder frames run in parts."""
-    profile_prefix: str | None = None
-    """Write onnxruntime's per-node profile to files starting with this (see :meth:`Engine.end_profiling`)."""
-    concurrent_runs: int = 1
-    """Session runs allowed at once (from different threads). With more than one, one run's
-    host-side work (CPU nodes, copies, synchronisation) overlaps another's kernels."""
-    give_back_memory: bool = True
-    """On the CPU, return the memory each run freed to the system (``sessions.run_options``):
-    on for workers, which run for days; off for one-off commands, where it only costs time."""
 
 
 @dataclass(frozen=True)
@@ -196,129 +97,6 @@ def edit_model(voice: Voice, *, buckets: bool, fp16: bool, gathered_positions: b
     return EditedModels(model.SerializeToString(), half, durations)
 
 
-def is_out_of_memory(error: BaseException) -> bool:
-    text = str(error).lower()
-    return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
-
-
-def is_missing_fp16_plan(error: BaseException) -> bool:
-    return any(marker in str(error) for marker in NO_FP16_PLAN_MARKERS)
-
-
-def check_piper_interface(session: ort.InferenceSession, path: str) -> None:
-    """Raise ``ValueError`` unless the session's graph has a Piper voice's inputs and output."""
-    inputs = {value.name for value in session.get_inputs()}
-    outputs = {value.name for value in session.get_outputs()}
-    if not inputs >= PIPER_INPUTS or PIPER_OUTPUT not in outputs:
-        raise ValueError(
-            f"{path} takes {sorted(inputs)} and gives {sorted(outputs)}, where a Piper voice takes "
-            f"{sorted(PIPER_INPUTS)} and gives {PIPER_OUTPUT!r}"
-        )
-
-
-def cut_items(audio: np.ndarray, samples: np.ndarray, count: int) -> list[np.ndarray]:
-    """The first ``count`` rows of a batch's ``(rows, samples)`` audio, each trimmed to its own
-    ``samples``, as arrays of their own (writable; nothing refers back to ``audio``).
-
-    Copied through ``bytearray``, which keeps the interpreter lock for the whole copy: a numpy
-    copy of this size lets go of it and must then win it back, and in a worker, behind 40-odd
-    threads, the 32 copies of a batch took 25-30 ms where engine alone they took 3 (the ``cut``
-    counter, docs/benchmarks.md, run 39; ``benchmarks/cut_items.py`` shows the waiting on a CPU)."""
-    dtype = audio.dtype
-    return [np.frombuffer(bytearray(audio[row, : samples[row]]), dtype=dtype) for row in range(count)]
-
-
-def padded_feeds(
-    items: Sequence[EngineItem], rows: int, width: int, scales: Scales, takes_sid: bool
-) -> dict[str, np.ndarray]:
-    """The graph's inputs for a batch padded to ``rows`` x ``width`` phoneme ids. Spare rows
-    repeat the shortest item (their audio is discarded)."""
-    lengths = np.array([len(item.phoneme_ids) for item in items], dtype=np.int64)
-    shortest = int(np.argmin(lengths))
-    ids = np.full((rows, width), PAD_ID, dtype=np.int64)
-    all_lengths = np.full(rows, lengths[shortest], dtype=np.int64)
-    all_lengths[: len(items)] = lengths
-    for row in range(rows):
-        source = items[row] if row < len(items) else items[shortest]
-        ids[row, : all_lengths[row]] = source.phoneme_ids
-    feeds = {"input": ids, "input_lengths": all_lengths, "scales": scales.as_array()}
-    if takes_sid:
-        sids = [item.speaker_id or 0 for item in items] + [0] * (rows - len(items))
-        feeds["sid"] = np.array(sids, dtype=np.int64)
-    return feeds
-
-
-def warmup_ids(voice: Voice) -> list[int]:
-    """Phoneme ids of :data:`WARMUP_PHONEMES` in the voice's own id map."""
-    id_map = voice.phoneme_id_map
-    ids = [*id_map["^"], *id_map["_"]]
-    for phoneme in WARMUP_PHONEMES:
-        if phoneme in id_map:
-            ids += [*id_map[phoneme], *id_map["_"]]
-    return [*ids, *id_map["$"]]
-
-
-def filler_ids(voice: Voice, length: int) -> list[int]:
-    """A speakable id sequence of exactly ``length`` ids (the warm-up word, repeated)."""
-    base = warmup_ids(voice)
-    head, inner, tail = base[:2], base[2:-1], base[-1:]
-    body = (inner * (length // max(len(inner), 1) + 1))[: max(length - len(head) - len(tail), 0)]
-    return [*head, *body, *tail][:length]
-
-
-def voice_scales(voice: Voice) -> Scales:
-    """The voice's own noise, length and noise-w scales (its config's ``inference`` section)."""
-    return Scales(voice.noise_scale, voice.length_scale, voice.noise_w)
-
-
-class EngineBasics:
-    """What both engines (:class:`Engine`, ``synthesis.staged.StagedEngine``) share once loaded."""
-
-    voice: Voice
-    options: EngineOptions
-    provider: str
-    warmup_seconds: float
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.provider == CUDA
-
-    @property
-    def kind(self) -> str:
-        """The engine's class name, as metrics and logs show it."""
-        return type(self).__name__
-
-    def default_scales(self) -> Scales:
-        return voice_scales(self.voice)
-
-    def stage_totals(self) -> dict[str, float]:
-        """Seconds spent so far in each stage of the engine's runs (none for one session)."""
-        return {}
-
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        raise NotImplementedError
-
-    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        """A batch too large for one run (frames over the limit), run as two."""
-        middle = len(items) // 2
-        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
-
-    def _run_fillers(self, rows: int, max_ids: int, scales: Scales) -> int:
-        """Run a batch of ``rows`` filler items at each phoneme-id bucket up to ``max_ids``: the
-        sessions of those shapes are built before real batches need them. Returns the runs."""
-        sizes = [size for size in ID_BUCKETS if size <= max_ids]
-        for ids in sizes:
-            self.run([EngineItem(filler_ids(self.voice, ids))] * rows, scales)
-        return len(sizes)
-
-    def _warm_up(self) -> None:
-        """One short run, if the options ask for it: the device's first real batch is then fast."""
-        if self.options.warmup:
-            started = time.perf_counter()
-            self.run([EngineItem(warmup_ids(self.voice))], self.default_scales())
-            self.warmup_seconds = time.perf_counter() - started
-
-
 class Engine(EngineBasics):
     """Owns the ONNX sessions of one voice. :meth:`run` may be called from several threads;
     at most ``options.concurrent_runs`` session runs go at once."""
@@ -332,8 +110,7 @@ class Engine(EngineBasics):
             log.warning("fp16 needs the GPU; running fp32 on the CPU")
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
-        self.sessions_built = 0
-        self.session_seconds = 0.0
+        self.builds = SessionBuilds()
         self.frame_overflows = 0
         """Batches whose longest item needed more frames than its bucket reserved."""
         self.last_bucket: Bucket | None = None
@@ -346,16 +123,16 @@ class Engine(EngineBasics):
         # Not options.waveform_cuda_options: this one graph predicts the durations as well, and
         # NHWC (what TTSFARM_CUDA_LAYOUT puts there) changes them; lengths must stay exact.
         self._providers = providers_for(use_cuda, options.device_id, options.cuda_options)
-        self._shared_arena = use_cuda and self.buckets and share_gpu_arena(options.device_id)
+        self._shared_arena = use_cuda and self.buckets and device(options.device_id).share_arena("buckets")
         self._run_options = run_options(use_cuda, options.give_back_memory)
         self._session_options = session_options(
             options.cpu_threads, self._shared_arena, options.profile_prefix
         )
-        self._sessions: OrderedDict[Bucket | None, ort.InferenceSession] = OrderedDict()
+        self._sessions: SessionCache[Bucket | None, ort.InferenceSession] = SessionCache(
+            options.max_sessions, f"voice {voice.name}'s session"
+        )
         self._sessions_lock = threading.Lock()
-        """Guards the sessions, their buckets and the counters (runs and builds go unlocked)."""
-        self._building: dict[Bucket | None, threading.Lock] = {}
-        """One lock per bucket whose session is being built."""
+        """Guards the fp32 buckets, the session options and the counters."""
         self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
         self.provider = ""
         self._input_names: set[str] = set()
@@ -439,9 +216,7 @@ class Engine(EngineBasics):
                     raise ValueError(f"onnxruntime cannot load {path}: {str(error).strip()[-300:]}") from None
                 check_piper_interface(session, str(path))
                 self._plain_session = session
-                with self._sessions_lock:
-                    self.sessions_built += 1
-                    self.session_seconds += time.perf_counter() - started
+                self.builds.count(time.perf_counter() - started)
             return self._plain_session
 
     def _run_alone(self, item: EngineItem, scales: Scales) -> np.ndarray:
@@ -475,14 +250,14 @@ class Engine(EngineBasics):
             if not self._edited_models().fp16 or not is_missing_fp16_plan(error):
                 raise
             with self._sessions_lock:
-                if bucket in self._fp32_buckets and self._sessions.get(bucket) is session:
+                if bucket in self._fp32_buckets and self._sessions.find(bucket) is session:
                     raise  # the fp32 session itself failed
                 if bucket not in self._fp32_buckets:
                     first_line = str(error).splitlines()[0][:200]
                     log.warning("no fp16 plan for %s, it runs fp32: %s", bucket, first_line)
                     self._fp32_buckets.add(bucket)
                     self.precision_fallbacks += 1
-                    self._sessions.pop(bucket, None)
+                    self._sessions.pop(bucket)
             audio, durations = self._execute(self._session(bucket), feeds)
         audio = audio.reshape(rows, -1)
         if bucket is not None and audio.shape[1] > bucket.frames * self.voice.hop_length:
@@ -497,8 +272,7 @@ class Engine(EngineBasics):
         if not self.options.profile_prefix:
             return []
         plain = [self._plain_session] if self._plain_session is not None else []
-        with self._sessions_lock:
-            sessions = [*plain, *self._sessions.values()]
+        sessions = [*plain, *self._sessions.values()]
         return [str(session.end_profiling()) for session in sessions]
 
     def _bucket(self, rows: int, longest: int, length_scale: float) -> Bucket | None:
@@ -506,44 +280,21 @@ class Engine(EngineBasics):
         if not self.buckets:
             return None
         wanted = bucket_for(rows, longest, length_scale)
-        with self._sessions_lock:
-            if wanted in self._sessions:
-                return wanted
-            larger = [
-                bucket
-                for bucket in self._sessions
-                if bucket is not None
-                and (bucket.ids, bucket.frames) == (wanted.ids, wanted.frames)
-                and bucket.rows > wanted.rows
-            ]
+        built = self._sessions.keys()
+        if wanted in built:
+            return wanted
+        larger = [
+            bucket
+            for bucket in built
+            if bucket is not None
+            and (bucket.ids, bucket.frames) == (wanted.ids, wanted.frames)
+            and bucket.rows > wanted.rows
+        ]
         return min(larger, key=lambda bucket: bucket.rows) if larger else wanted
 
     def _session(self, bucket: Bucket | None) -> ort.InferenceSession:
-        """The bucket's session, built on first use. A build (about 2 s) holds only that
-        bucket's lock: runners whose sessions exist go on running meanwhile."""
-        with self._sessions_lock:
-            session = self._sessions.get(bucket)
-            if session is not None:
-                self._sessions.move_to_end(bucket)
-                return session
-            building = self._building.setdefault(bucket, threading.Lock())
-        with building:
-            with self._sessions_lock:
-                session = self._sessions.get(bucket)  # another runner built it meanwhile
-                if session is not None:
-                    return session
-            started = time.perf_counter()
-            session = self._build(bucket in self._fp32_buckets)
-            with self._sessions_lock:
-                self.session_seconds += time.perf_counter() - started
-                self.sessions_built += 1
-                self._sessions[bucket] = session
-                self._building.pop(bucket, None)
-                while len(self._sessions) > max(self.options.max_sessions, 1):
-                    evicted, _ = self._sessions.popitem(last=False)
-                    log.info("voice %s: dropped the session of bucket %s", self.voice.name, evicted)
-        log.debug("voice %s: session for %s built", self.voice.name, bucket)
-        return session
+        """The bucket's session, built on first use (about 2 s, holding only that bucket's lock)."""
+        return self._sessions.get(bucket, lambda: self._build(bucket in self._fp32_buckets))
 
     def _build(self, fp32: bool) -> ort.InferenceSession:
         edited = self._edited_models()
@@ -551,12 +302,12 @@ class Engine(EngineBasics):
         with self._sessions_lock:
             options, shared_arena = self._session_options, self._shared_arena
         try:
-            return build_session(model, options, self._providers)
+            return self.builds.build(model, options, self._providers)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if not shared_arena:
                 raise
             own_arena = session_options(self.options.cpu_threads, False, self.options.profile_prefix)
-            session = build_session(model, own_arena, self._providers)
+            session = self.builds.build(model, own_arena, self._providers)
             log.warning("session with the shared GPU arena failed (%s): sessions keep their own", error)
             with self._sessions_lock:  # only once that worked
                 self._shared_arena, self._session_options = False, own_arena
@@ -564,15 +315,4 @@ class Engine(EngineBasics):
 
     def _execute(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with self._run_slots:
-            return self._execute_now(session, feeds)
-
-    def _execute_now(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if not (self.options.io_binding and self.on_gpu):
             return list(session.run(["output", self._edited_models().durations], feeds, self._run_options))
-        binding = session.io_binding()
-        for name, value in feeds.items():
-            binding.bind_cpu_input(name, value)
-        binding.bind_output("output", "cuda", self.options.device_id)
-        binding.bind_output(self._edited_models().durations, "cpu")
-        session.run_with_iobinding(binding)
-        return list(binding.copy_outputs_to_cpu())

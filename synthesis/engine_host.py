@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, Listener
 from typing import Any, Final
 
-from synthesis.batcher import SegmentBatcher
+from synthesis.batching import SegmentBatcher
 from synthesis.engine_link import FAMILY, EngineFacts, HostFacts, hang_up
 from ttsfarm.voices import Voice
 

@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from synthesis.batcher import BatcherStats, BatchObserver, EngineInfo
+from synthesis.batching import BatcherStats, BatchObserver, EngineInfo
 from synthesis.engine import EngineItem, EngineOptions, Scales, voice_scales
 from synthesis.sessions import CUDA
 from ttsfarm.errors import TransientError

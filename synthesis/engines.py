@@ -17,13 +17,10 @@ log = logging.getLogger(__name__)
 
 
 STAGED_FROM_BATCH: Final = 8
-"""``auto`` runs a GPU voice staged for batches of at least this many segments. At 8 it is
-ahead since the copy into page-locked memory and the convolution biases as ``Add``s (runs
-33-36 in docs/benchmarks.md): engine alone 4,109 speech s/s against the single session's 2,057
-with 3 runners; through the farm at ``max_batch`` 8, 3,255 and 3,290 stored audio s/s against
-2,156, ready in 24 s against 35 s. Below 8 it has not been measured: its waveform graphs run
-one at a time, which small batches leave the GPU idle for (run 8 had the single session ahead
-at 8)."""
+"""``auto`` runs a GPU voice staged for batches of at least this many segments: at 8 it is ahead
+of the single session engine alone and through the farm, and ready sooner. Below 8 it has not
+been measured: its waveform graphs run one at a time, which small batches leave the GPU idle
+for (docs/decisions/0012-staged-engine-cuda-graphs.md)."""
 VoiceEngine: TypeAlias = "Engine | StagedEngine"
 """What the batcher drives: both have the same methods (``run``, ``prepare``, ...)."""
 
@@ -32,13 +29,8 @@ def wants_staged(kind: EngineName, on_gpu: bool, max_batch: int) -> bool:
     """Whether to run a voice staged (engine v2): asked for, or ``auto`` on a GPU with batches
     of at least :data:`STAGED_FROM_BATCH`.
 
-    Run 12 on an H200 (docs/benchmarks.md) put the staged engine as it stands back through the
-    farm: 400 of 400 FLAC jobs stored, 3,569 stored audio s/s against 3,349 for the single
-    session, ready in 23.5 s against 33.1 s; ASR word error rate on its quality texts 0.039
-    against piper's 0.024 (7 of 20 texts with an error in each). Run 11's all-NaN segments came
-    from expand run off the lane (taken out) and from NHWC graphs sharing one arena (NHWC now
-    gives each graph its own); a segment that is not finite is never written in any case
-    (``InvalidAudio``).
+    The evidence, audio quality included, is in docs/decisions/0012-staged-engine-cuda-graphs.md;
+    a segment that is not finite is never written in any case (``InvalidAudio``).
     """
     if kind == "auto":
         return on_gpu and max_batch >= STAGED_FROM_BATCH

@@ -27,7 +27,7 @@ class Plan:
     Only these go from the host to the device; the per-frame index and mask are computed there.
     The host built them before 2026-12-01: numpy steps on ``rows * frames`` arrays, each letting
     go of the worker's GIL and waiting to win it back, 3.2-3.7 ms per batch in a worker against
-    0.4 alone (docs/benchmarks.md, run 39).
+    0.4 alone (docs/decisions/0025-frame-plan-on-the-device.md).
     """
 
     durations: np.ndarray

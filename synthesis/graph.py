@@ -8,7 +8,7 @@
   of a session sees the same shapes. Frames past an item's own length are padding and get trimmed.
 
 And the helpers the other graph edits share (``synthesis.relative_positions``,
-``synthesis.layer_norms``, ``synthesis.front_graph``, ``synthesis.conv_bias``): who writes and
+``synthesis.conv_bias``): who writes and
 reads each tensor (:class:`GraphView`), nodes put in others' places (:func:`replace_nodes`), and
 the removal of what an edit left unread.
 """

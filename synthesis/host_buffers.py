@@ -4,7 +4,7 @@ The staged engine copies each waveform replay's audio (rows x samples, float32: 
 of 768 frames) to host memory before it cuts out each item's samples. Into fresh pageable memory
 the CUDA driver stages the copy through a pinned buffer of its own, with the CPU copying every
 byte a second time: 2.0 ms for those 25 MB on an idle H200 host, 7.0-7.6 ms under CUDA's profiler
-(docs/benchmarks.md, runs 28-31), on the graph lane, whose next replay waits for it. Into
+(docs/decisions/0020-page-locked-host-buffers.md), on the graph lane, whose next replay waits for it. Into
 page-locked memory the GPU writes directly: 0.51 ms, 50 GB/s.
 
 Page-locking is slow and the memory is the host's, so buffers are kept and reused:
@@ -17,7 +17,7 @@ smallest let go first. Each buffer is memory of its own from ``mmap``, page-alig
 CUDA runtime's ``cudaHostRegister`` (through ``ctypes``, from the runtime library the CUDA provider
 loaded where it can be found); where that library or call is not there, the buffers are plain
 memory, still reused. One pool serves every engine of a process on one device
-(:func:`host_buffers`): a buffer is lent only while a batch is in flight, and the batches of a
+(``synthesis.devices``): a buffer is lent only while a batch is in flight, and the batches of a
 device are the batcher's, whatever the voice.
 """
 
@@ -158,18 +158,6 @@ class HostBuffers:
             locked = self._locked.pop(buffer.ctypes.data, None) is not None
         if locked and self._runtime is not None:
             self._runtime.cudaHostUnregister(ctypes.c_void_p(buffer.ctypes.data))
-
-
-_pools: dict[int | None, HostBuffers] = {}
-_pools_lock = threading.Lock()
-
-
-def host_buffers(device_id: int | None) -> HostBuffers:
-    """The process's pool for CUDA device ``device_id`` (``None``: plain memory, off CUDA)."""
-    with _pools_lock:
-        if device_id not in _pools:
-            _pools[device_id] = HostBuffers(device_id)
-        return _pools[device_id]
 
 
 def _unlock_all(runtime: ctypes.CDLL | None, locked: dict[int, np.ndarray]) -> None:

@@ -14,7 +14,7 @@ from typing import Final
 import numpy as np
 
 from synthesis.audio import SegmentWriter
-from synthesis.batcher import SegmentBatcher
+from synthesis.batching import SegmentBatcher
 from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder

@@ -5,7 +5,7 @@ VITS's text encoder adds relative-position terms to its attention. It turns rela
 attention weights back, by padding, reshaping, padding, reshaping and slicing: Piper's exporter
 writes each as ``Pad → Reshape → Pad → Reshape → Slice``. Each step copies a tensor of rows x
 heads x ids x 2 ids floats (52 MB at 32 rows of 317 ids), and onnxruntime's ``Pad`` was the
-front's largest kernel on an H200: 17.6% of its GPU time (docs/benchmarks.md, run 19).
+front's largest kernel on an H200: 17.6% of its GPU time (docs/decisions/0017-gathered-relative-positions.md).
 
 Both are fixed permutations of positions, with zeros where the padding shows through:
 
@@ -20,7 +20,7 @@ that ends it); before anything is replaced each chain found is run alone on the 
 lengths against the definition above (:func:`expected_positions`), and a graph whose chains do
 not all match it is left as it is. Only values move, so every output is the same to the bit: on
 the CPU for the whole voice (``tests/test_relative_positions.py``), and on an H200 the same
-lengths and log-mel distances to the last digit (docs/benchmarks.md, runs 23-28).
+lengths and log-mel distances to the last digit (docs/decisions/0017-gathered-relative-positions.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""Building ONNX Runtime sessions for a voice: providers, session options, and the shared GPU arena."""
+"""Building ONNX Runtime sessions for a voice: providers and session options."""
 
 from __future__ import annotations
 
 import logging
 import math
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -29,24 +28,15 @@ NHWC: Final = ("prefer_nhwc", "1")
 """The CUDA provider option that runs convolutions in NHWC (``TTSFARM_CUDA_LAYOUT=nhwc``)."""
 CUDA_DEFAULTS: Final = (("cudnn_conv_algo_search", "HEURISTIC"),)
 """``EXHAUSTIVE`` (ORT's default) selects cuDNN's heuristic B: 3x slower at batch 8 on an H200,
-even with one shape per session (docs/benchmarks.md)."""
+even with one shape per session (docs/decisions/0003-cudnn-heuristic-search.md)."""
 FIXED_SHAPE_ARENA: Final = ("arena_extend_strategy", "kSameAsRequested")
 """For sessions that only ever see one shape (the staged engine's): their own arena grows by what
 a run asks for, not by doubling (ORT's default), since it is sized once, at the first run or
-capture (NHWC at batch 32: 69,181 MiB against 73,863 MiB after prepare, run 17)."""
+capture (NHWC at batch 32: 69,181 MiB against 73,863 MiB after prepare,
+docs/decisions/0014-fixed-shape-arenas.md)."""
 SHARED_ARENA_CONFIG: Final = "session.use_env_allocators"
 INITIALIZERS_OFF_ARENA_CONFIG: Final = "session.use_device_allocator_for_initializers"
 ARENA_SHRINKAGE_CONFIG: Final = "memory.enable_memory_arena_shrinkage"
-
-ArenaUser = Literal["buckets", "graphs"]
-"""Who shares a device's arena: the single-session engine's bucket sessions, which run at
-once from several threads, or the staged engine's captured waveform graphs, which run one at a
-time on the device's graph lane. The two cannot share: a replayed graph writes to the addresses
-it was captured with, which the arena may since have lent to a run in another thread."""
-
-_arena_lock = threading.Lock()
-_shared_arena_devices: dict[int, ArenaUser] = {}
-
 
 CGROUP_CPU_LIMIT: Final = Path("/sys/fs/cgroup/cpu.max")
 """Where Linux (cgroup v2) states a container's CPU limit: ``QUOTA PERIOD``, or ``max PERIOD``."""
@@ -109,29 +99,6 @@ def providers_for(use_cuda: bool, device_id: int, cuda_options: Sequence[tuple[s
         ort.preload_dlls()
     options = {"device_id": str(device_id), **dict(CUDA_DEFAULTS), **dict(cuda_options)}
     return [(CUDA, options), CPU]
-
-
-def share_gpu_arena(device_id: int, user: ArenaUser = "buckets") -> bool:
-    """Register one CUDA memory arena per device that the ``user``'s sessions share.
-
-    With one session per shape bucket, per-session arenas would each grow to their bucket's peak;
-    a shared one grows only to the largest single batch. False if this build cannot do it, or if
-    the other kind of user has the device's arena already (see :data:`ArenaUser`).
-    """
-    with _arena_lock:
-        if device_id in _shared_arena_devices:
-            return _shared_arena_devices[device_id] == user
-        try:
-            info = ort.OrtMemoryInfo(
-                "Cuda", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, device_id, ort.OrtMemType.DEFAULT
-            )
-            provider_options = {"device_id": str(device_id)}
-            ort.create_and_register_allocator_v2(CUDA, info, provider_options, ort.OrtArenaCfg({}))
-        except Exception as error:  # onnxruntime raises its own untyped errors
-            log.warning("no shared GPU arena (%s): each session keeps its own", error)
-            return False
-        _shared_arena_devices[device_id] = user
-        return True
 
 
 def session_options(

@@ -6,12 +6,16 @@ deferred import still ties two modules together. The rules:
 - each part of the project imports only the parts beneath it (:data:`MAY_IMPORT`);
 - no two modules import each other, directly or round a longer circle;
 - Celery, kombu and redis are imported only by the farm adapters, boto3 only by S3 storage,
-  onnxruntime never by the producer side.
+  onnxruntime never by the producer side;
+- the benchmarks' helpers (``benchmarks/bench``) are not installed, and nothing installed imports
+  them;
+- no module of the product is over :data:`MOST_LINES` lines.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -19,7 +23,9 @@ from typing import Final
 import pytest
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-PACKAGES: Final = ("ttsfarm", "synthesis", "worker", "producer", "gateway", "bench")
+PACKAGES: Final = ("ttsfarm", "synthesis", "worker", "producer", "gateway")
+"""What is installed: the product."""
+MOST_LINES: Final = 400
 
 MAY_IMPORT: Final[dict[str, frozenset[str]]] = {
     # part: the parts it may import (besides itself)
@@ -31,9 +37,8 @@ MAY_IMPORT: Final[dict[str, frozenset[str]]] = {
     "worker": frozenset({"core", "storage", "synthesis", "farm"}),
     "producer": frozenset({"core", "storage", "farm", "audiobook"}),
     "gateway": frozenset({"core", "storage", "farm", "producer"}),
-    "bench": frozenset({"core", "storage", "synthesis"}),
     "cli": frozenset(
-        {"core", "storage", "synthesis", "farm", "audiobook", "worker", "producer", "gateway", "bench"}
+        {"core", "storage", "synthesis", "farm", "audiobook", "worker", "producer", "gateway"}
     ),
 }
 """Lowest first: shared types (``core``) know nothing of the rest; the command line is the top."""
@@ -44,7 +49,10 @@ THIRD_PARTY_HOMES: Final = {
     "redis": ("ttsfarm.farm", "worker", "producer.client"),
     "boto3": ("ttsfarm.storage.s3",),
     "botocore": ("ttsfarm.storage.s3",),
-    "onnxruntime": ("synthesis", "bench"),
+    "onnxruntime": ("synthesis",),
+    "bench": (),
+    "benchmarks": (),
+    "moto": (),
     "fastapi": ("gateway",),
 }
 """Who may import each of these libraries (a module, or every module of a package)."""
@@ -142,6 +150,21 @@ def test_libraries_are_imported_only_in_their_homes(library: str) -> None:
         and not any(module == home or module.startswith(home + ".") for home in homes)
     )
     assert strays == []
+
+
+def test_only_the_product_is_installed() -> None:
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    included = found["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(included) == sorted(f"{package}*" for package in PACKAGES)
+
+
+def test_no_module_is_over_the_most_lines() -> None:
+    long = {
+        module: lines
+        for module, path in modules().items()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES
+    }
+    assert long == {}
 
 
 def test_the_rules_see_the_imports_they_forbid(tmp_path: Path) -> None:

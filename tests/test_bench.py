@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bench.sweep import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
+from ttsfarm.cli.sweep import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, ID_STEP_PAST_BUCKETS, Bucket, bucket_for
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer

@@ -21,16 +21,9 @@ from synthesis.sessions import (
     wants_cuda,
 )
 from tests.conftest import DETERMINISTIC
+from tests.helpers_engine import SENTENCES
 from ttsfarm.errors import DeviceUnavailable
 from ttsfarm.voices import Voice
-
-SENTENCES = [
-    "Hi.",
-    "The town of Ellery sat at the bend of a slow brown river.",
-    "Children learned to swim off the wooden dock behind the post office, and their parents "
-    "pretended not to notice.",
-    "Not everyone was pleased.",
-]
 
 
 def test_batched_equals_one_by_one(engine: Engine, phonemizer: Phonemizer) -> None:

@@ -10,7 +10,8 @@ import mmap
 import numpy as np
 import pytest
 
-from synthesis.host_buffers import KEPT_FREE, SMALLEST, HostBuffers, cuda_runtime, host_buffers
+from synthesis.devices import device
+from synthesis.host_buffers import KEPT_FREE, SMALLEST, HostBuffers, cuda_runtime
 
 
 def _gpu_here() -> bool:
@@ -97,6 +98,6 @@ def test_on_a_gpu_every_buffer_is_locked() -> None:
 
 
 def test_one_pool_per_device() -> None:
-    plain = host_buffers(None)
-    assert host_buffers(None) is plain
+    plain = device(None).host
+    assert device(None).host is plain
     assert not plain.pinned  # off CUDA: plain memory

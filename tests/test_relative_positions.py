@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -14,15 +13,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from synthesis.engine import EngineItem, EngineOptions
-from synthesis.front_graph import FRONT_NOISE, capturable_front, with_noise_input
 from synthesis.graph import expose_durations
 from synthesis.phonemes import Phonemizer
 from synthesis.relative_positions import expected_positions, with_gathered_relative_positions
 from synthesis.staged import StagedEngine
-from synthesis.stages import split_voice, with_fixed_inputs
 from tests.conftest import DETERMINISTIC
-from tests.test_engine import SENTENCES
-from tests.test_front_graph import _as_loaded
+from tests.helpers_engine import SENTENCES
 from ttsfarm.voices import Voice
 
 ATTENTION_LAYERS = 6
@@ -73,26 +69,6 @@ def test_the_whole_voice_computes_the_same_bits(
     outputs = (_session(model).run(None, feeds) for model in (exported, gathered))
     for expected, actual in zip(*outputs, strict=True):
         assert expected.shape == actual.shape
-        assert np.array_equal(expected, actual)
-
-
-def test_a_captured_front_of_the_gathered_voice_computes_the_same(
-    exported: onnx.ModelProto, gathered: onnx.ModelProto, tmp_path: Path
-) -> None:
-    rows, ids = 2, 48
-    dims = {"input": (rows, ids), "input_lengths": (rows,)}
-    reference, noise_shape = with_noise_input(with_fixed_inputs(split_voice(exported).front, dims))
-    captured = capturable_front(with_fixed_inputs(split_voice(gathered).front, dims))
-    assert not {node.op_type for node in _as_loaded(captured.model, tmp_path).graph.node} & {"Shape", "Range"}
-    rng = np.random.default_rng(5)
-    feeds = {
-        "input": rng.integers(1, 120, (rows, ids), dtype=np.int64),
-        "input_lengths": np.array([ids, ids - 9], dtype=np.int64),
-        "scales": np.array([0.667, 1.0, 0.8], dtype=np.float32),
-        FRONT_NOISE: rng.standard_normal(noise_shape, dtype=np.float32),
-    }
-    outputs = (_session(model).run(None, feeds) for model in (reference, captured.model))
-    for expected, actual in zip(*outputs, strict=True):
         assert np.array_equal(expected, actual)
 
 

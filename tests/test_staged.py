@@ -23,13 +23,14 @@ from onnx.utils import Extractor
 
 from synthesis.batcher import Batcher
 from synthesis.build import engine_options
+from synthesis.devices import device
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
 from synthesis.engines import load_engine, wants_staged
 from synthesis.frame_plan import FRAME_BUCKETS, frame_bucket
-from synthesis.host_buffers import KEPT_FREE, host_buffers
+from synthesis.host_buffers import KEPT_FREE
 from synthesis.phonemes import Phonemizer
 from synthesis.sessions import FIXED_SHAPE_ARENA, NHWC
-from synthesis.stage_options import FUSED_CONV_BIAS, GRAPH_OPTIONS, stage_cuda_options, waveform_cuda_options
+from synthesis.stage_options import GRAPH_OPTIONS, stage_cuda_options, waveform_cuda_options
 from synthesis.staged import STAGES, StagedEngine
 from synthesis.stages import (
     EXPAND_DURATIONS,
@@ -41,7 +42,7 @@ from synthesis.stages import (
     split_voice,
 )
 from tests.conftest import DETERMINISTIC
-from tests.test_engine import SENTENCES  # four lengths: 13, 121, 239 and 59 phoneme ids
+from tests.helpers_engine import SENTENCES
 from ttsfarm.errors import SettingsError
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice, resolve_voice
@@ -228,14 +229,15 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     staged_buckets: StagedEngine, phonemizer: Phonemizer
 ) -> None:
     items = _items(phonemizer)
-    pool = staged_buckets._host
+    assert staged_buckets.waveform is not None
+    pool = staged_buckets.waveform.device.host
     first = staged_buckets.run(items, DETERMINISTIC)
     kept = pool.free
     second = staged_buckets.run(items, DETERMINISTIC)
     assert pool.lent == 0
     assert 1 <= kept < KEPT_FREE  # so a buffer made anew would show in the count below
     assert pool.free == kept  # the second run took a buffer the first gave back
-    assert pool is host_buffers(None)  # one pool per device, whatever the engine
+    assert pool is device(None).host  # one pool per device, whatever the engine
     _assert_same_audio(first, second)
     kept = [wave.copy() for wave in first]
     staged_buckets.run(list(reversed(items)), DETERMINISTIC)  # other audio in the same buffer
@@ -254,7 +256,7 @@ def test_batches_from_several_threads_equal_each_run_alone(
         together = list(pool.map(lambda batch: staged_buckets.run(batch, DETERMINISTIC), shapes * 2))
     for index, waves in enumerate(together):
         _assert_same_audio(alone[index % len(shapes)], waves)
-    assert staged_buckets._host.lent == 0
+    assert device(None).host.lent == 0
 
 
 def test_a_waveform_slot_is_held_until_its_audio_is_copied(
@@ -270,11 +272,9 @@ def test_a_waveform_slot_is_held_until_its_audio_is_copied(
         "second": staged_buckets.run(second, DETERMINISTIC),
     }
     copying, asked, replayed = threading.Event(), threading.Event(), threading.Event()
-    held_slot, replay, to_host = (
-        staged_buckets._held_slot,
-        staged_buckets._timed_replay,
-        staged_buckets._to_host,
-    )
+    slots = staged_buckets.waveform
+    assert slots is not None
+    held_slot, replay, to_host = slots._held_slot, slots._timed_replay, slots._to_host
 
     def asking(rows: int, frames: int) -> Any:
         if threading.current_thread().name == "second":
@@ -294,9 +294,9 @@ def test_a_waveform_slot_is_held_until_its_audio_is_copied(
             replayed.wait(3)  # never set in time while the slot is held, as it must be
         return to_host(audio, rows)
 
-    monkeypatch.setattr(staged_buckets, "_held_slot", asking)
-    monkeypatch.setattr(staged_buckets, "_timed_replay", replaying)
-    monkeypatch.setattr(staged_buckets, "_to_host", slow_copy)
+    monkeypatch.setattr(slots, "_held_slot", asking)
+    monkeypatch.setattr(slots, "_timed_replay", replaying)
+    monkeypatch.setattr(slots, "_to_host", slow_copy)
     results: dict[str, list[np.ndarray]] = {}
 
     def run(name: str, batch: list[EngineItem]) -> None:
@@ -329,8 +329,10 @@ def test_a_bucket_without_an_fp16_plan_runs_fp32_and_lets_both_slots_go(
     """The first run of the fp16 slot fails: the batch's input goes to an fp32 slot, which runs
     it, comes back held and takes the bucket's place; both slots are let go after the copy."""
     engine = StagedEngine(voice, BUCKETS)
+    slots = engine.waveform
+    assert slots is not None
     built: list[Any] = []
-    new_slot = engine._new_slot
+    new_slot = slots._new_slot
 
     def without_fp16_plan(rows: int, frames: int, fp32: bool) -> Any:
         slot = new_slot(rows, frames, fp32)
@@ -339,13 +341,13 @@ def test_a_bucket_without_an_fp16_plan_runs_fp32_and_lets_both_slots_go(
         built.append(slot)
         return slot
 
-    monkeypatch.setattr(engine, "_new_slot", without_fp16_plan)
+    monkeypatch.setattr(slots, "_new_slot", without_fp16_plan)
     items = _items(phonemizer)
     expected = staged_buckets.run(items, DETERMINISTIC)
     _assert_same_audio(expected, engine.run(items, DETERMINISTIC))
     assert engine.precision_fallbacks == 1
     assert [slot.fp32 for slot in built] == [False, True]
-    assert list(engine._slots.values()) == [built[1]]  # the fp32 slot serves the bucket from now on
+    assert slots.slots.values() == [built[1]]  # the fp32 slot serves the bucket from now on
     assert not any(slot.held.locked() for slot in built)
     _assert_same_audio(expected, engine.run(items, DETERMINISTIC))
     assert engine.precision_fallbacks == 1 and len(built) == 2 and built[1].runs == 2
@@ -435,16 +437,18 @@ def test_the_cuda_layout_reaches_the_waveform_sessions_only() -> None:
 
 def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Phonemizer) -> None:
     engine = StagedEngine(voice, BUCKETS)
-    fronts_before, built_before = set(engine._fronts), engine.sessions_built
-    assert not engine._slots
+    assert engine.waveform is not None
+    waveform, fronts = engine.waveform.slots, engine.front.sessions
+    fronts_before, built_before = set(fronts.keys()), engine.sessions_built
+    assert not waveform.keys()
     done = engine.prepare([2], max_ids=48)
-    slots = set(engine._slots)
+    slots = set(waveform.keys())
     assert {(2, 64), (2, 96), (2, 128), (2, 160)} <= slots
     assert all(rows == 2 and frames in FRAME_BUCKETS for rows, frames in slots)
-    assert set(engine._fronts) - fronts_before == {(2, 32), (2, 48)}
+    assert set(fronts.keys()) - fronts_before == {(2, 32), (2, 48)}
     assert done == 2 + 4
     assert engine.sessions_built == built_before + 2 + len(slots)
-    assert all(slot.runs >= 2 for key, slot in engine._slots.items() if key[1] <= 160)
+    assert all(waveform.find(key).runs >= 2 for key in slots if key[1] <= 160)  # type: ignore[union-attr]
 
     built = engine.sessions_built
     short = [EngineItem(phonemizer.ids("Hi.")), EngineItem(phonemizer.ids("Hello there, friend."))]
@@ -466,7 +470,7 @@ def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Pho
     engine.run(longer, DETERMINISTIC)
     assert engine.last_bucket is not None and engine.last_bucket.frames <= 160
     assert engine.sessions_built == built + 1
-    assert (2, 64) in engine._fronts
+    assert (2, 64) in fronts
 
 
 # noise
@@ -585,5 +589,3 @@ def test_waveform_sessions_options() -> None:
     assert waveform_cuda_options(nhwc, True, arena, fp32=False) == (*arena, NHWC, *GRAPH_OPTIONS)
     assert waveform_cuda_options(nhwc, True, arena, fp32=True) == (*arena, *GRAPH_OPTIONS)  # fp32: NCHW
     assert waveform_cuda_options(nhwc, False, (), fp32=False) == (NHWC,)  # no capture: no graph option
-    fused = EngineOptions(fused_conv_bias=True)
-    assert waveform_cuda_options(fused, False, (), fp32=False) == (FUSED_CONV_BIAS,)

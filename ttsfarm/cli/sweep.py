@@ -1,4 +1,5 @@
-"""Engine benchmarks: a batch-size sweep over a realistic mix of segment lengths.
+"""``ttsfarm bench``'s batch-size sweep over a realistic mix of segment lengths (the scripts in
+``benchmarks/`` use it too).
 
 For each batch size three figures, all from the same engine:
 
