@@ -55,7 +55,6 @@ import soundfile as sf
 
 from bench.end_to_end import end_to_end, rotated_texts
 from bench.log_mel import log_mel_distance
-from ttsfarm.cli.sweep import corpus_items, gpu_memory_mib
 from synthesis.batcher import Batcher
 from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
@@ -64,6 +63,7 @@ from synthesis.frontend import TextFrontend
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from synthesis.staged import StagedEngine
+from ttsfarm.cli.sweep import corpus_items, gpu_memory_mib
 from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent

@@ -19,12 +19,12 @@ from typing import Any
 from gpu_system import engine_counters  # this folder, beside this script
 
 from bench.end_to_end import end_to_end, rotated_texts
-from ttsfarm.cli.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
 from synthesis.batcher import Batcher
 from synthesis.build import GPU_MAX_PADDED_IDS
 from synthesis.engine import Engine, EngineOptions
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
+from ttsfarm.cli.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
 from ttsfarm.voices import resolve_voice
 
 IN_FLIGHT = 32

@@ -37,6 +37,7 @@ import numpy as np
 import onnxruntime as ort
 
 from bench.log_mel import log_mel_distance
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales, filler_ids, gpu_present
 from ttsfarm.cli.sweep import (
     corpus_items,
     gpu_memory_mib,
@@ -45,7 +46,6 @@ from ttsfarm.cli.sweep import (
     sweep,
     time_batches,
 )
-from synthesis.engine import Engine, EngineItem, EngineOptions, Scales, filler_ids, gpu_present
 from ttsfarm.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"

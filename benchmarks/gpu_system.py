@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.end_to_end import end_to_end
-from ttsfarm.cli.sweep import corpus_items, mixed_batches, short_latency, sweep
 from synthesis.batcher import Batcher
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.pipeline import Synthesizer
+from ttsfarm.cli.sweep import corpus_items, mixed_batches, short_latency, sweep
 from ttsfarm.voices import resolve_voice
 
 ROOT = Path(__file__).resolve().parent.parent

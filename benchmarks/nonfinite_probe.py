@@ -39,13 +39,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ttsfarm.cli.sweep import corpus_items
 from synthesis.build import CUDA_LAYOUTS
 from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.phonemes import Phonemizer
 from synthesis.precision import convert_to_fp16
 from synthesis.sessions import build_session, providers_for, session_options
 from synthesis.staged import StagedEngine
+from ttsfarm.cli.sweep import corpus_items
 from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent

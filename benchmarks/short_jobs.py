@@ -48,10 +48,10 @@ import redis
 from farm_gpu import PROSE, start_profile, start_redis, start_worker, wait_all
 
 from bench.farm import stop_workers
-from ttsfarm.cli.sweep import corpus_items
 from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences
+from ttsfarm.cli.sweep import corpus_items
 from ttsfarm.jobs import JobStatus
 from ttsfarm.settings import Settings
 

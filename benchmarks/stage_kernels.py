@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ttsfarm.cli.sweep import corpus_items
 from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
+from ttsfarm.cli.sweep import corpus_items
 from ttsfarm.voices import Voice, resolve_voice
 
 HERE = Path(__file__).resolve().parent

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-from ttsfarm.cli.sweep import corpus_items
 from synthesis.engine import EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
+from ttsfarm.cli.sweep import corpus_items
 from ttsfarm.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent

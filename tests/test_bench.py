@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from ttsfarm.cli.sweep import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, ID_STEP_PAST_BUCKETS, Bucket, bucket_for
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
 from ttsfarm.cli import main
+from ttsfarm.cli.sweep import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
 from ttsfarm.voices import Voice
 
 TEXT = "Hi. The ferry carried farmers across the water. Not everyone was pleased, said the baker."
