@@ -81,6 +81,11 @@ def shortened(message: str) -> str:
     return _LONG_PATH.sub(lambda found: f"{found[1][:ECHO_CHARS]}... ({len(found[1]):,} characters)", message)
 
 
+NO_RETRY: Final = {"x-should-retry": "false"}
+"""Tells OpenAI's clients not to retry an answer they would (a 5xx) when a retry would only queue
+a second job: the first one failed for good, or is still running."""
+
+
 def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
     """The JSON body of an error answer."""
     kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
@@ -119,6 +124,8 @@ async def _on_error(request: Request, error: Exception) -> JSONResponse:
     headers = getattr(error, "headers", None)
     if isinstance(error, QueueFull):
         headers = {"Retry-After": str(QUEUE_FULL_RETRY_SECONDS)}
+    if isinstance(error, JobFailed):  # the same request fails the same way: a retry only adds a job
+        headers = NO_RETRY
     return error_response(status, message, code, headers)
 
 

@@ -1,4 +1,8 @@
-"""``/v1/jobs``: submit, follow, fetch and cancel jobs, through the producer's own Client."""
+"""``/v1/jobs``: submit, follow, fetch, cancel and delete jobs, through the producer's own Client.
+
+A job belongs to the API key that made it: any other key is told it does not exist (404), on
+every verb, as an id never submitted is. Idempotency keys live in each API key's own space too.
+"""
 
 from __future__ import annotations
 
@@ -40,11 +44,18 @@ def check_job_text(text: str) -> str:
         raise ApiError(status, str(error), "text_too_long" if status == 413 else "invalid_text") from None
 
 
-def known_status(farm: Farm, job_id: str) -> JobStatus:
-    """The job's status, or 404 for an id that is not a job's (malformed ids included)."""
+def owned_key(key_name: str, idempotency_key: str | None) -> str | None:
+    """An idempotency key in the caller's own space: one API key's never returns another's job."""
+    return f"{key_name}:{idempotency_key}" if idempotency_key else None
+
+
+def known_status(farm: Farm, job_id: str, key_name: str) -> JobStatus:
+    """The job's status, or 404 for an id that is not a job of the caller's key (malformed ids
+    included). With ``gateway_auth`` off there is one caller, and every job is its own."""
     status = farm.client.status(job_id) if JOB_ID.fullmatch(job_id) else None
-    if status is None or status.state == "unknown":
-        raise JobNotFound(f"unknown job id {job_id}: it was never submitted, or expired")
+    theirs = status is not None and (not farm.settings.gateway_auth or status.owner == key_name)
+    if status is None or status.state == "unknown" or not theirs:
+        raise JobNotFound(f"unknown job id {job_id}: it was never submitted with this key, or expired")
     return status
 
 
@@ -72,18 +83,18 @@ def submit_job(
         format=body.format,
         loudness=body.loudness,
         sentence_silence=body.sentence_silence,
-        # Keys live in each API key's own space: one caller's key never returns another's job.
-        key=f"{key_name}:{key}" if (key := body.idempotency_key or idempotency_key) else None,
+        key=owned_key(key_name, body.idempotency_key or idempotency_key),
+        owner=key_name,
     )
     (job_id,) = farm.client.submit_many([spec])
     response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return view(known_status(farm, job_id))
+    return view(known_status(farm, job_id, key_name))
 
 
 @router.get("/{job_id}", response_model=JobView)
 def job_status(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
     """The job's state, progress, error and, once it succeeded, what it made."""
-    return view(known_status(farm, job_id))
+    return view(known_status(farm, job_id, key_name))
 
 
 @router.get(
@@ -97,15 +108,18 @@ def job_status(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
 )
 def job_audio(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> Response:
     """A finished job's audio. Its SHA-256 is in the ETag and Repr-Digest headers."""
-    status = known_status(farm, job_id)
+    status = known_status(farm, job_id, key_name)
     if status.result is None:
         raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
     return audio_response(farm, status.result)
 
 
 @router.delete("/{job_id}", response_model=JobView)
-def cancel_job(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
-    """Cancel the job: a queued one never runs, a running one stops and stores nothing, a
-    finished one stays as it is."""
-    known_status(farm, job_id)
-    return view(farm.client.cancel(job_id))
+def cancel_or_delete_job(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
+    """Cancel a queued or running job: a queued one never runs, a running one stops and stores
+    nothing. Delete a finished one: its audio and its record are removed (``deleted`` says so),
+    and its id is unknown from then on."""
+    status = known_status(farm, job_id, key_name)
+    if not status.done:
+        return view(farm.client.cancel(job_id))
+    return view(farm.client.delete(job_id)).model_copy(update={"deleted": True})

@@ -73,6 +73,10 @@ class JobView(BaseModel):
     submitted_at: float | None
     finished_at: float | None
     result: JobResultView | None
+    deleted: bool = Field(
+        default=False,
+        description="True in the answer to DELETE of a finished job: its audio and record are gone.",
+    )
 
     @classmethod
     def of(cls, status: JobStatus, error: str | None) -> JobView:
@@ -100,6 +104,7 @@ class JobView(BaseModel):
             submitted_at=status.submitted_at,
             finished_at=status.finished_at,
             result=view,
+            deleted=False,
         )
 
 

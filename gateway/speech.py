@@ -3,24 +3,30 @@
 A speech request is a job like any other: it is submitted through the same Client, waited for
 with the Client's own wait loop (on a thread of a limiter of its own, so waiting requests never
 take the threads that serve the rest), and its audio is streamed back from storage.
+
+No request leaves work for nobody: with no worker answering it is refused at once (503), a
+client that hangs up before its audio is ready has its job cancelled, and a retry that sends the
+same ``Idempotency-Key`` header gets the same job.
 """
 
 from __future__ import annotations
 
 import re
 from functools import partial
-from typing import Final
+from typing import Annotated, Final
 
 import anyio
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
-from gateway.errors import ApiError
+from gateway.errors import NO_RETRY, ApiError
+from gateway.farm import Farm
+from gateway.jobs import owned_key
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
 from ttsfarm.errors import InvalidInput, WaitTimeout
-from ttsfarm.jobs import AUDIO_FORMATS, check_unicode
+from ttsfarm.jobs import AUDIO_FORMATS, JobResult, check_text
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")
 """Model names the speech endpoint takes; all speak with the farm's voices alike."""
@@ -53,6 +59,13 @@ OPENAI_VOICES: Final = frozenset(
 """OpenAI's voice names: clients send them by default, so they speak with the farm's default voice."""
 """OpenAI's response formats the farm encodes (ogg is ttsfarm's own, Vorbis)."""
 
+NO_WORKER_RETRY: Final = 5
+"""Seconds a speech request refused for want of a worker is told to wait (``Retry-After``)."""
+CLIENT_GONE: Final = 499
+"""The status logged for a speech request whose client hung up (nginx's convention)."""
+DISCONNECT_POLL_SECONDS: Final = 0.25
+"""How often a waiting speech request checks that its client is still there."""
+
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 
@@ -73,12 +86,6 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
             f"response_format {body.response_format!r} is not supported: use mp3, wav or flac (or ogg)",
             "unsupported_format",
         )
-    if not body.input.strip():
-        raise ApiError(400, "input is empty: give some words to speak", "invalid_text")
-    try:
-        check_unicode(body.input, "input")
-    except InvalidInput as error:
-        raise ApiError(400, str(error), "invalid_text") from None
     if len(body.input) > max_chars:
         raise ApiError(
             413,
@@ -86,6 +93,10 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
             "one request: submit longer texts to POST /v1/jobs and fetch the audio when it is done",
             "input_too_long",
         )
+    try:
+        check_text(body.input)
+    except InvalidInput as error:
+        raise ApiError(400, str(error).replace("the text", "input", 1), "invalid_text") from None
     return audio_format
 
 
@@ -95,12 +106,22 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
     responses={
         **AUDIO_RESPONSES,
         413: {"description": "Input over the speech limit: use POST /v1/jobs"},
-        503: {"description": "Too many speech requests waiting, the queue full, or the farm unreachable"},
+        503: {
+            "description": "No worker up, too many speech requests waiting, the queue full, or the farm "
+            "unreachable (Retry-After)"
+        },
         504: {"description": "The job did not finish in time; the message names it"},
     },
 )
-async def speech(body: SpeechRequest, key_name: ApiKeyName, farm: FarmDep) -> Response:
-    """Speak a short text and answer with its audio (OpenAI's ``audio.speech.create``)."""
+async def speech(
+    body: SpeechRequest,
+    key_name: ApiKeyName,
+    farm: FarmDep,
+    request: Request,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Response:
+    """Speak a short text and answer with its audio (OpenAI's ``audio.speech.create``). A retry
+    with the same ``Idempotency-Key`` header gets the same job."""
     settings = farm.settings
     audio_format = _check(body, settings.gateway_speech_max_chars)
     voice_name = settings.voice if body.voice in OPENAI_VOICES else farm.voice(body.voice)
@@ -115,20 +136,62 @@ async def speech(body: SpeechRequest, key_name: ApiKeyName, farm: FarmDep) -> Re
             "busy",
             {"Retry-After": "1"},
         )
-    job_id = await run_in_threadpool(
-        partial(farm.client.submit, body.input, voice_name, audio_format, length_scale=length_scale)
+    if await run_in_threadpool(farm.workers) < 1:
+        retry = {"Retry-After": str(NO_WORKER_RETRY)}
+        raise ApiError(503, "no worker is up to speak it: retry shortly", "no_workers", retry)
+    submit = partial(
+        farm.client.submit,
+        body.input,
+        voice_name,
+        audio_format,
+        length_scale=length_scale,
+        key=owned_key(key_name, idempotency_key),
+        owner=key_name,
     )
-    wait = partial(farm.client.wait, job_id, settings.gateway_speech_timeout_seconds)
+    job_id = await run_in_threadpool(submit)
     try:
-        result = await anyio.to_thread.run_sync(wait, limiter=farm.waits)
+        result = await _result_unless_gone(farm, request, job_id)
     except WaitTimeout:
         raise ApiError(
             504,
             f"job {job_id} did not finish within {settings.gateway_speech_timeout_seconds:g} s: follow it "
             f"at GET /v1/jobs/{job_id} and fetch GET /v1/jobs/{job_id}/audio when it is done",
             "timeout",
+            NO_RETRY,  # the job is still there: a retry would speak it twice
         ) from None
-    return await run_in_threadpool(audio_response, farm, result, False)
+    if result is None:  # the client went away: nobody reads this answer
+        return Response(status_code=CLIENT_GONE)
+    answer = await run_in_threadpool(audio_response, farm, result, False)
+    answer.headers["X-Job-Id"] = job_id
+    return answer
+
+
+async def _result_unless_gone(farm: Farm, request: Request, job_id: str) -> JobResult | None:
+    """The job's result once it is done; ``None`` (and the job cancelled) if the client hung up
+    first, so an abandoned request leaves no work behind."""
+    found: list[JobResult] = []
+    failed: list[Exception] = []
+
+    async def wait() -> None:
+        call = partial(farm.client.wait, job_id, farm.settings.gateway_speech_timeout_seconds)
+        try:
+            found.append(await anyio.to_thread.run_sync(call, limiter=farm.waits, abandon_on_cancel=True))
+        except Exception as error:  # raised below, outside the task group (not as a group)
+            failed.append(error)
+        group.cancel_scope.cancel()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(DISCONNECT_POLL_SECONDS)
+        await run_in_threadpool(farm.client.cancel, job_id)
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        group.start_soon(watch)
+    if failed:
+        raise failed[0]
+    return found[0] if found else None
 
 
 @router.get("/models", response_model=ModelList)

@@ -43,6 +43,7 @@ from ttsfarm.jobs import (
     SynthesisOptions,
     check_key,
     new_job_id,
+    result_key,
     wait_until_done,
 )
 from ttsfarm.redact import redact
@@ -78,6 +79,8 @@ class JobSpec:
     sentence_silence: float | None = None
     """Seconds of silence after each sentence (0 to 2, as piper's ``--sentence-silence``);
     ``None``: ttsfarm's own pauses."""
+    owner: str | None = None
+    """Who the job belongs to, kept in its record (the gateway's API key name); ``None``: no one."""
 
 
 class Client:
@@ -137,6 +140,7 @@ class Client:
         key: str | None = None,
         loudness: float | None = None,
         sentence_silence: float | None = None,
+        owner: str | None = None,
     ) -> str:
         """Queue one job; returns its id at once. With ``key``, a second submit of the same
         key returns the first job's id and queues nothing. With ``loudness`` (LUFS, such as
@@ -151,6 +155,7 @@ class Client:
             key,
             loudness=loudness,
             sentence_silence=sentence_silence,
+            owner=owner,
         )
         return self.submit_many([spec])[0]
 
@@ -166,7 +171,8 @@ class Client:
                 if len(jobs) == 1:
                     raise
                 raise type(error)(f"job {number} of {len(jobs)}: {error}; nothing was queued") from None
-        return self._queue(TASK_NAME, requests, [job.key for job in jobs], self.settings.queue)
+        owners = [job.owner for job in jobs]
+        return self._queue(TASK_NAME, requests, [job.key for job in jobs], self.settings.queue, owners)
 
     def submit_finish(self, request: FinishRequest, key: str | None = None) -> str:
         """Queue a finish job (a book's chapter: its parts joined, mastered and encoded on a
@@ -176,7 +182,12 @@ class Client:
         return self._queue(FINISH_TASK_NAME, [request], [key], finish_queue(self.settings.queue))[0]
 
     def _queue(
-        self, task: str, requests: Sequence[Queueable], keys: Sequence[str | None], queue: str
+        self,
+        task: str,
+        requests: Sequence[Queueable],
+        keys: Sequence[str | None],
+        queue: str,
+        owners: Sequence[str | None] | None = None,
     ) -> list[str]:
         """Record and send ``requests`` (checked, with their keys, by the caller) as ``task`` jobs,
         each bound to its idempotency key; the ids in order. All are recorded and bound before the
@@ -184,12 +195,16 @@ class Client:
         message could not be sent is marked failed: none waits for a message that never comes."""
         fingerprints = [request.fingerprint() for request in requests]
         self._check_room(len(requests))
-        ids = self._record(requests, keys, fingerprints)
+        ids = self._record(requests, keys, fingerprints, owners or [None] * len(requests))
         self._send(task, [r for r, job_id in zip(requests, ids, strict=True) if r.job_id == job_id], queue)
         return ids
 
     def _record(
-        self, requests: Sequence[Queueable], keys: Sequence[str | None], fingerprints: Sequence[str]
+        self,
+        requests: Sequence[Queueable],
+        keys: Sequence[str | None],
+        fingerprints: Sequence[str],
+        owners: Sequence[str | None],
     ) -> list[str]:
         """Record each request as queued and bind it to its key: the id each is answered with (its
         own, or that of the job its key is bound to already). All or none: on any error the
@@ -197,10 +212,10 @@ class Client:
         ids: list[str] = []
         made: list[str] = []
         try:
-            for request, key, fingerprint in zip(requests, keys, fingerprints, strict=True):
+            for request, key, fingerprint, owner in zip(requests, keys, fingerprints, owners, strict=True):
                 job_id = request.job_id
                 # the record first: a bound key never points at nothing
-                self._registry.created(job_id, fingerprint)
+                self._registry.created(job_id, fingerprint, owner)
                 made.append(job_id)
                 bound = job_id if key is None else self._registry.claim_key(key, job_id, fingerprint)
                 if bound != job_id:  # a repeat of the key's request: answered with that job
@@ -303,6 +318,23 @@ class Client:
             raise JobNotFound(f"unknown job id {job_id}")
         self._registry.request_cancel(job_id)
         return self.status(job_id)
+
+    def delete(self, job_id: str) -> JobStatus:
+        """Remove a finished job: its audio, its result file and its record. Its idempotency key
+        is free again. Returns the job's last status; a job still queued or running raises
+        :class:`InvalidInput` (cancel it first)."""
+        status = self.status(job_id)
+        if status.state == "unknown":
+            raise JobNotFound(f"unknown job id {job_id}")
+        if not status.done:
+            raise InvalidInput(f"job {job_id} is {status.state}: cancel it, then delete it once it stopped")
+        if status.result is not None:
+            storage, key = self.audio(status.result)
+            folder = key.rpartition("/")[0]
+            storage.delete(key)
+            storage.delete(f"{folder}/{result_key(job_id)}" if folder else result_key(job_id))  # beside it
+        self._registry.forget(job_id)
+        return status
 
     @property
     def storage(self) -> Storage:

@@ -86,6 +86,11 @@ def check_text(text: str) -> str:
         raise InvalidInput(f"the text must be a string, not {type(text).__name__}")
     if not text or not text.strip():
         raise InvalidInput("the text is empty: give some words to speak")
+    if not any(character.isalnum() for character in text):
+        raise InvalidInput(
+            "the text has nothing to speak: it holds no letters or digits (only symbols, "
+            "punctuation or emoji); give some words"
+        )
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidInput(
             f"the text has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} "

@@ -332,6 +332,8 @@ class JobStatus:
     attempts: int = 0
     """How often a worker started it (more than once after a retry or a redelivery)."""
     cancel_requested: bool = False
+    owner: str | None = None
+    """Who the job belongs to (the gateway's API key that made it); ``None``: no one."""
 
     @property
     def done(self) -> bool:

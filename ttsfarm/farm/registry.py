@@ -134,12 +134,15 @@ class JobRegistry:
         """Drop the record of a job that was never queued."""
         self._call("delete", self._key(job_id))
 
-    def created(self, job_id: str, fingerprint: str | None = None) -> None:
+    def created(self, job_id: str, fingerprint: str | None = None, owner: str | None = None) -> None:
         """Record a job as queued; ``fingerprint`` (:meth:`JobRequest.fingerprint`) lets an
-        idempotency key tell a repeat of the request from another one."""
+        idempotency key tell a repeat of the request from another one; ``owner`` is who it
+        belongs to (the gateway's API key name)."""
         fields: dict[str, Any] = {"state": "queued", "submitted_at": time.time(), "attempts": 0}
         if fingerprint:
             fields["fingerprint"] = fingerprint
+        if owner:
+            fields["owner"] = owner
         self._update(job_id, **fields)
 
     def exists(self, job_id: str) -> bool:
@@ -222,4 +225,5 @@ def _status(job_id: str, raw: dict[str, str]) -> JobStatus:
         finished_at=data.get("finished_at"),
         attempts=int(data.get("attempts", 0)),
         cancel_requested=bool(data.get("cancel_requested")),
+        owner=data.get("owner"),
     )

@@ -1,0 +1,145 @@
+"""The gateway's front door for many users: a job is its key's alone, DELETE removes what a job
+made, and no request leaves work for nobody (no worker up, a client that hangs up, a retry).
+A real ``ttsfarm serve``, a real worker, real Redis and the S3 endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from gateway.keys import KeyStore
+from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
+from ttsfarm.farm.registry import KEY_PREFIX
+
+SENTENCE = "Every key keeps its own jobs."
+LONG_INPUT = " ".join(["The farm reads this long passage aloud, one sentence after another."] * 55)
+"""About 3,800 characters: minutes of work for a CPU worker, under the speech endpoint's limit."""
+NO_WORKER_URL = f"{REDIS_SERVER}/14"  # a database no worker listens to
+
+
+def keyed_client(gateway: str, redis_url: str) -> tuple[httpx.Client, str]:
+    """A client with a new API key of its own, and the key's name."""
+    name = f"tenant-{uuid.uuid4().hex[:8]}"
+    key = KeyStore(redis_url).add(name)
+    return httpx.Client(base_url=gateway, headers={"Authorization": f"Bearer {key}"}, timeout=60), name
+
+
+def wait_done(api: httpx.Client, job_id: str, timeout: float = 120) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, object] = api.get(f"/v1/jobs/{job_id}").json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.1)
+    raise TimeoutError(f"job {job_id} did not finish")
+
+
+def jobs_of(redis_url: str, owner: str) -> list[dict[str, object]]:
+    """Every job record whose owner is ``owner``, read straight from Redis."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    found = []
+    for key in client.scan_iter(f"{KEY_PREFIX}job:*"):
+        record = {field: json.loads(value) for field, value in client.hgetall(key).items()}
+        if record.get("owner") == owner:
+            found.append({"id": key.rsplit(":", 1)[1], **record})
+    return found
+
+
+def test_a_job_is_its_keys_alone_and_delete_removes_it(
+    gateway: str, redis_url: str, worker: WorkerProcess, s3: Any
+) -> None:
+    owner, owner_name = keyed_client(gateway, redis_url)
+    other, _ = keyed_client(gateway, redis_url)
+    with owner, other:
+        made = owner.post("/v1/jobs", json={"text": SENTENCE, "idempotency_key": "k1"})
+        assert made.status_code == 202, made.text
+        job_id = made.json()["id"]
+        for verb, path in (("GET", ""), ("GET", "/audio"), ("DELETE", "")):
+            answer = other.request(verb, f"/v1/jobs/{job_id}{path}")
+            assert answer.status_code == 404, (verb, path, answer.text)
+            assert "unknown job id" in answer.json()["error"]["message"]
+        assert wait_done(owner, job_id)["state"] == "succeeded"
+        assert jobs_of(redis_url, owner_name)[0]["id"] == job_id
+        audio_keys = [
+            entry["Key"]
+            for entry in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+            if job_id in entry["Key"]
+        ]
+        assert len(audio_keys) == 2  # the audio and its result file
+
+        deleted = owner.delete(f"/v1/jobs/{job_id}")
+        assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+        assert deleted.json()["state"] == "succeeded"
+        listed = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+        assert not [entry for entry in listed if job_id in entry["Key"]]
+        assert owner.get(f"/v1/jobs/{job_id}").status_code == 404
+        assert owner.delete(f"/v1/jobs/{job_id}").status_code == 404
+        again = owner.post("/v1/jobs", json={"text": SENTENCE, "idempotency_key": "k1"})
+        assert again.json()["id"] != job_id  # its key was freed with it
+
+
+def test_a_text_with_nothing_to_speak_is_refused_at_the_door(gateway: str, redis_url: str) -> None:
+    api, name = keyed_client(gateway, redis_url)
+    with api:
+        job = api.post("/v1/jobs", json={"text": "🙂🙂 ✨"})
+        speech = api.post("/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": "* * *"})
+    assert job.status_code == 400 and "nothing to speak" in job.json()["error"]["message"]
+    assert speech.status_code == 400 and "input has nothing to speak" in speech.json()["error"]["message"]
+    assert jobs_of(redis_url, name) == []
+
+
+def test_speech_retries_with_one_idempotency_key_are_one_job(
+    gateway: str, redis_url: str, worker: WorkerProcess
+) -> None:
+    api, name = keyed_client(gateway, redis_url)
+    speech = {"model": "tts-1", "voice": "alloy", "input": SENTENCE, "response_format": "wav"}
+    with api:
+        first = api.post("/v1/audio/speech", json=speech, headers={"Idempotency-Key": "retry-1"})
+        again = api.post("/v1/audio/speech", json=speech, headers={"Idempotency-Key": "retry-1"})
+        other = api.post("/v1/audio/speech", json=speech, headers={"Idempotency-Key": "retry-2"})
+    assert first.status_code == again.status_code == other.status_code == 200, first.text
+    assert first.headers["x-job-id"] == again.headers["x-job-id"] != other.headers["x-job-id"]
+    assert first.content == again.content
+    assert len(jobs_of(redis_url, name)) == 2
+
+
+def test_a_client_that_hangs_up_cancels_its_speech_job(
+    gateway: str, redis_url: str, worker: WorkerProcess
+) -> None:
+    api, name = keyed_client(gateway, redis_url)
+    speech = {"model": "tts-1", "voice": "alloy", "input": LONG_INPUT}
+    with api, pytest.raises(httpx.ReadTimeout):
+        api.post("/v1/audio/speech", json=speech, timeout=3)
+    deadline = time.monotonic() + 60
+    while (jobs := jobs_of(redis_url, name)) and jobs[0].get("state") != "cancelled":
+        assert time.monotonic() < deadline, f"the abandoned job never stopped: {jobs}"
+        time.sleep(0.2)
+    assert len(jobs) == 1 and jobs[0]["cancel_requested"] is True
+
+
+@pytest.fixture(scope="module")
+def gateway_without_workers(
+    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    redis.Redis.from_url(NO_WORKER_URL).flushdb()
+    for process in start_gateway(tmp_path_factory, farm_env(NO_WORKER_URL, s3_endpoint)):
+        yield process.url
+
+
+def test_speech_is_refused_at_once_when_no_worker_is_up(gateway_without_workers: str) -> None:
+    api, name = keyed_client(gateway_without_workers, NO_WORKER_URL)
+    with api:
+        started = time.monotonic()
+        answer = api.post("/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": SENTENCE})
+        took = time.monotonic() - started
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "no_workers" and int(answer.headers["retry-after"]) >= 1
+    assert took < 10  # one ping of the workers, not the speech timeout (120 s)
+    assert jobs_of(NO_WORKER_URL, name) == []  # nothing queued for nobody
