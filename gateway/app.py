@@ -20,7 +20,7 @@ from gateway import health, jobs, speech
 from gateway.errors import install_handlers
 from gateway.farm import Farm, WorkerCount
 from gateway.keys import KeyStore
-from gateway.limits import BodyLimit, RateLimiter
+from gateway.limits import FAILED_KEYS_PER_MINUTE, BodyLimit, RateLimiter
 from producer.client import Client
 from ttsfarm.errors import BrokerUnavailable
 from ttsfarm.settings import Settings
@@ -56,6 +56,8 @@ def build_farm(settings: Settings, client: Client | None = None) -> Farm:
         voices={voice.name: voice for voice in list_voices(settings.voices_dir)},
         waits=anyio.CapacityLimiter(settings.gateway_speech_waits),
         workers=WorkerCount(client),
+        failures=RateLimiter(url, FAILED_KEYS_PER_MINUTE, client.settings.redis_tls()),
+        probes=anyio.CapacityLimiter(1),
     )
     try:
         if settings.gateway_auth and not farm.keys.list_keys():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gateway.errors import ApiError
@@ -17,8 +17,10 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsfarm key
 def require_key(
     farm: Annotated[Farm, Depends(get_farm)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request,
 ) -> str:
-    """The name of the caller's key, after its rate limit; 401 or 429 otherwise. With
+    """The name of the caller's key, after its rate limit; 401 or 429 otherwise. A client
+    address that sent too many wrong keys this minute gets 429 before its key is looked at. With
     ``gateway_auth`` off every caller is ``anonymous`` and unlimited (the layer in front limits)."""
     if not farm.settings.gateway_auth:
         return ANONYMOUS
@@ -30,8 +32,18 @@ def require_key(
             "missing_api_key",
             {"WWW-Authenticate": "Bearer"},
         )
+    address = f"failed:{request.client.host if request.client else 'unknown'}"
+    wait = farm.failures.spent(address)
+    if wait is not None:
+        raise ApiError(
+            429,
+            f"too many wrong API keys from this address: retry in {wait} s",
+            "too_many_wrong_keys",
+            {"Retry-After": str(wait)},
+        )
     name = farm.keys.verify(credentials.credentials)
     if name is None:
+        farm.failures.hit(address)
         raise ApiError(
             401,
             "invalid API key: it is wrong or was revoked",

@@ -52,6 +52,11 @@ class Farm:
     waits: anyio.CapacityLimiter
     """Threads that wait on speech jobs, apart from those that serve everything else."""
     workers: WorkerCount
+    failures: RateLimiter
+    """Wrong keys per client address (``FAILED_KEYS_PER_MINUTE``)."""
+    probes: anyio.CapacityLimiter
+    """The one thread health probes look for workers on: probes, however many, never take the
+    threads that serve the API."""
 
     def voice(self, name: str | None, speaker: int | None = None) -> str:
         """The voice a request names (the default if none), once it is one the farm knows by name

@@ -3,8 +3,8 @@ Neither needs a key, and neither says more than a count."""
 
 from __future__ import annotations
 
+import anyio
 from fastapi import APIRouter
-from starlette.concurrency import run_in_threadpool
 
 from gateway.auth import FarmDep
 from gateway.errors import ApiError
@@ -22,7 +22,7 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"description": "Not ready"}})
 async def readyz(farm: FarmDep) -> Health:
     """Ready for traffic: the farm's Redis answers and at least one worker answers a ping."""
-    workers = await run_in_threadpool(farm.workers)
+    workers = await anyio.to_thread.run_sync(farm.workers, limiter=farm.probes)
     if workers < 1:
         raise ApiError(503, "no worker answered a ping: jobs would only queue", "no_workers")
     return Health(status="ready", workers=workers)

@@ -16,6 +16,9 @@ from ttsfarm.jobs import MAX_TEXT_CHARS
 
 WINDOW_SECONDS: Final = 60
 RATE_PREFIX: Final = f"{KEY_PREFIX}gateway:rate:"
+FAILED_KEYS_PER_MINUTE: Final = 20
+"""Wrong or revoked API keys one client address may send in a minute; past that its requests are
+answered 429 before any key is checked, so keys cannot be guessed at speed."""
 
 
 class RateLimiter:
@@ -38,8 +41,20 @@ class RateLimiter:
         pipe.incr(f"{RATE_PREFIX}{name}:{window}")
         pipe.expire(f"{RATE_PREFIX}{name}:{window}", WINDOW_SECONDS * 2)
         count, _ = reach(self.url, pipe.execute)
-        if int(count) <= self.per_minute:
+        return None if int(count) <= self.per_minute else self._until_next(now)
+
+    def spent(self, name: str) -> int | None:
+        """Without counting a request: ``None`` if ``name`` has requests left this minute, else
+        seconds until it has."""
+        if self.per_minute <= 0:
             return None
+        now = time.time()
+        count = reach(self.url, self._redis.get, f"{RATE_PREFIX}{name}:{int(now // WINDOW_SECONDS)}")
+        return None if int(count or 0) < self.per_minute else self._until_next(now)
+
+    @staticmethod
+    def _until_next(now: float) -> int:
+        window = int(now // WINDOW_SECONDS)
         return max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))
 
 

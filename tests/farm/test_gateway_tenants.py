@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from gateway.keys import KeyStore
+from gateway.limits import FAILED_KEYS_PER_MINUTE
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
 from ttsfarm.farm.registry import KEY_PREFIX
 
@@ -143,3 +144,24 @@ def test_speech_is_refused_at_once_when_no_worker_is_up(gateway_without_workers:
     assert answer.json()["error"]["code"] == "no_workers" and int(answer.headers["retry-after"]) >= 1
     assert took < 10  # one ping of the workers, not the speech timeout (120 s)
     assert jobs_of(NO_WORKER_URL, name) == []  # nothing queued for nobody
+
+
+def test_wrong_keys_are_rate_limited_per_address(
+    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    url = f"{REDIS_SERVER}/15"  # its own database: the block below holds for every client here
+    redis.Redis.from_url(url).flushdb()
+    right = KeyStore(url).add("right")
+    for process in start_gateway(tmp_path_factory, farm_env(url, s3_endpoint)):
+        wrong = {"Authorization": "Bearer tfk_00000000_" + "x" * 43}
+        if time.time() % 60 > 50:  # the requests below must fall in one minute's window
+            time.sleep(60.5 - time.time() % 60)
+        with httpx.Client(base_url=process.url, timeout=30) as api:
+            tries = range(FAILED_KEYS_PER_MINUTE)
+            refused = [api.get("/v1/voices", headers=wrong).status_code for _ in tries]
+            blocked = api.get("/v1/voices", headers=wrong)
+            also_right = api.get("/v1/voices", headers={"Authorization": f"Bearer {right}"})
+    assert refused == [401] * FAILED_KEYS_PER_MINUTE
+    assert blocked.status_code == 429 and blocked.json()["error"]["code"] == "too_many_wrong_keys"
+    assert 1 <= int(blocked.headers["retry-after"]) <= 60
+    assert also_right.status_code == 429  # the address is held off before any key is looked at
