@@ -103,15 +103,23 @@ def job_status(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> JobView:
     responses={
         **AUDIO_RESPONSES,
         307: {"description": "Redirect to a presigned URL (with gateway_audio_redirect)"},
+        206: {"description": "The byte range asked for"},
         409: {"description": "The job has no audio (yet)"},
+        416: {"description": "The byte range lies past the end of the audio"},
     },
 )
-def job_audio(job_id: JobId, key_name: ApiKeyName, farm: FarmDep) -> Response:
-    """A finished job's audio. Its SHA-256 is in the ETag and Repr-Digest headers."""
+def job_audio(
+    job_id: JobId,
+    key_name: ApiKeyName,
+    farm: FarmDep,
+    range: Annotated[str | None, Header(max_length=100)] = None,  # the header's name
+) -> Response:
+    """A finished job's audio, whole or the one byte range a ``Range`` header asks for (206). Its
+    SHA-256 is in the ETag and Repr-Digest headers."""
     status = known_status(farm, job_id, key_name)
     if status.result is None:
         raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
-    return audio_response(farm, status.result)
+    return audio_response(farm, status.result, range_header=range)
 
 
 @router.delete("/{job_id}", response_model=JobView)

@@ -165,3 +165,31 @@ def test_wrong_keys_are_rate_limited_per_address(
     assert blocked.status_code == 429 and blocked.json()["error"]["code"] == "too_many_wrong_keys"
     assert 1 <= int(blocked.headers["retry-after"]) <= 60
     assert also_right.status_code == 429  # the address is held off before any key is looked at
+
+
+def test_audio_is_served_by_byte_range(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    api, _ = keyed_client(gateway, redis_url)
+    with api:
+        job_id = api.post("/v1/jobs", json={"text": SENTENCE}).json()["id"]
+        assert wait_done(api, job_id)["state"] == "succeeded"
+        path = f"/v1/jobs/{job_id}/audio"
+        whole = api.get(path)
+        size = len(whole.content)
+        parts = {
+            span: api.get(path, headers={"Range": span})
+            for span in ("bytes=0-99", "bytes=100-", "bytes=-50", f"bytes=10-{size * 2}")
+        }
+        past = api.get(path, headers={"Range": f"bytes={size}-"})
+    assert whole.status_code == 200 and whole.headers["accept-ranges"] == "bytes"
+    expected = {
+        "bytes=0-99": (0, 99),
+        "bytes=100-": (100, size - 1),
+        "bytes=-50": (size - 50, size - 1),
+        f"bytes=10-{size * 2}": (10, size - 1),
+    }
+    for span, (first, last) in expected.items():
+        answer = parts[span]
+        assert answer.status_code == 206, (span, answer.text)
+        assert answer.content == whole.content[first : last + 1]
+        assert answer.headers["content-range"] == f"bytes {first}-{last}/{size}"
+    assert past.status_code == 416 and past.headers["content-range"] == f"bytes */{size}"

@@ -38,9 +38,10 @@ class Storage(Protocol):
         """Remove the object under ``key`` if there is one."""
         ...
 
-    def stream(self, key: str) -> Iterator[bytes]:
-        """The object's bytes in pieces. The object is opened before this returns, so a missing
-        one is :class:`JobNotFound` here, not halfway through a response."""
+    def stream(self, key: str, first: int = 0, last: int | None = None) -> Iterator[bytes]:
+        """The object's bytes from ``first`` to ``last`` (inclusive; ``None``: to the end), in
+        pieces. The object is opened before this returns, so a missing one is
+        :class:`JobNotFound` here, not halfway through a response."""
         ...
 
     def download_url(self, key: str) -> str | None:
@@ -49,9 +50,14 @@ class Storage(Protocol):
         ...
 
 
-def read_chunks(handle: BinaryIO) -> Iterator[bytes]:
-    """Yield a file's bytes in :data:`STREAM_CHUNK_BYTES` pieces, closing it at the end (or when
-    the reader stops early)."""
+def read_chunks(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+    """Yield a file's bytes (``size`` of them at most, from where it stands) in
+    :data:`STREAM_CHUNK_BYTES` pieces, closing it at the end (or when the reader stops early)."""
+    left = size
     with handle:
-        while chunk := handle.read(STREAM_CHUNK_BYTES):
+        while left is None or left > 0:
+            chunk = handle.read(STREAM_CHUNK_BYTES if left is None else min(left, STREAM_CHUNK_BYTES))
+            if not chunk:
+                return
+            left = None if left is None else left - len(chunk)
             yield chunk

@@ -54,13 +54,14 @@ class LocalStorage:
         path = self._path(key)
         return path.read_bytes() if path.is_file() else None
 
-    def stream(self, key: str) -> Iterator[bytes]:
+    def stream(self, key: str, first: int = 0, last: int | None = None) -> Iterator[bytes]:
         path = self._path(key)
         try:
             handle = path.open("rb")
         except (FileNotFoundError, IsADirectoryError):
             raise JobNotFound(f"{key} is not in the storage folder (was it moved or deleted?)") from None
-        return read_chunks(handle)
+        handle.seek(first)
+        return read_chunks(handle, None if last is None else last - first + 1)
 
     def delete(self, key: str) -> None:
         try:

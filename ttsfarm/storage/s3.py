@@ -158,10 +158,14 @@ class S3Storage:
         except _ERRORS as error:
             raise _translate(error, f"removal of {key}") from None
 
-    def _body(self, key: str) -> Any | None:
-        """The object's body, not read yet; ``None`` if there is no such object."""
+    def _body(self, key: str, first: int = 0, last: int | None = None) -> Any | None:
+        """The object's body (bytes ``first`` to ``last``), not read yet; ``None`` if there is
+        no such object."""
+        span = f"bytes={first}-{'' if last is None else last}"
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"]
+            if first == 0 and last is None:
+                return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))["Body"]
+            return self.client.get_object(Bucket=self.bucket, Key=self.object_key(key), Range=span)["Body"]
         except _ERRORS as error:
             if error_code(error) in OBJECT_MISSING:
                 return None
@@ -171,8 +175,8 @@ class S3Storage:
         body = self._body(key)
         return None if body is None else b"".join(self._chunks(body, key))
 
-    def stream(self, key: str) -> Iterator[bytes]:
-        body = self._body(key)
+    def stream(self, key: str, first: int = 0, last: int | None = None) -> Iterator[bytes]:
+        body = self._body(key, first, last)
         if body is None:
             raise JobNotFound(f"{key} is not in the storage (was it deleted?)")
         return self._chunks(body, key)
