@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from gateway import health, jobs, speech
+from gateway.auth import KeyFirst
 from gateway.errors import install_handlers
 from gateway.farm import Farm, WorkerCount
 from gateway.keys import KeyStore
@@ -95,6 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes)
+    app.add_middleware(KeyFirst)  # outermost: the key before the body
     app.include_router(jobs.router)
     app.include_router(speech.router)
     app.include_router(health.router)

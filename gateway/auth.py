@@ -1,30 +1,41 @@
-"""API keys on every ``/v1`` request: ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
+"""API keys on every ``/v1`` request: ``Authorization: Bearer KEY``, as OpenAI's clients send it.
+
+A request with a body has its key checked before the body is read (:class:`KeyFirst`): a caller
+without a valid key never gets the gateway to buffer what it sends, and a body that trickles in
+is cut off after :data:`BODY_SECONDS`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+import json
+from typing import Annotated, Any, Final
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import ApiError
+from gateway.errors import ApiError, error_body
 from gateway.farm import Farm, get_farm
 
 ANONYMOUS: Final = "anonymous"
+BODY_SECONDS: Final = 30.0
+"""Longest a request body may take to arrive in full; a slower one is answered 408."""
+KEY_NAME: Final = "key_name"
+"""Where :class:`KeyFirst` leaves the name of a key it checked, in the request's state."""
+BEARER: Final = "bearer "
 _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsfarm keys add NAME`.")
 
 
-def require_key(
-    farm: Annotated[Farm, Depends(get_farm)],
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    request: Request,
-) -> str:
-    """The name of the caller's key, after its rate limit; 401 or 429 otherwise. A client
-    address that sent too many wrong keys this minute gets 429 before its key is looked at. With
-    ``gateway_auth`` off every caller is ``anonymous`` and unlimited (the layer in front limits)."""
+def key_name_for(farm: Farm, key: str | None, address: str) -> str:
+    """The name of ``key``, after its rate limit; :class:`ApiError` 401 or 429 otherwise. An
+    ``address`` that sent too many wrong keys this minute gets 429 before its key is looked at.
+    With ``gateway_auth`` off every caller is ``anonymous`` and unlimited (the layer in front
+    limits)."""
     if not farm.settings.gateway_auth:
         return ANONYMOUS
-    if credentials is None or not credentials.credentials:
+    if not key:
         raise ApiError(
             401,
             "missing API key: send the header 'Authorization: Bearer KEY' "
@@ -32,8 +43,8 @@ def require_key(
             "missing_api_key",
             {"WWW-Authenticate": "Bearer"},
         )
-    address = f"failed:{request.client.host if request.client else 'unknown'}"
-    wait = farm.failures.spent(address)
+    failures = f"failed:{address}"
+    wait = farm.failures.spent(failures)
     if wait is not None:
         raise ApiError(
             429,
@@ -41,9 +52,9 @@ def require_key(
             "too_many_wrong_keys",
             {"Retry-After": str(wait)},
         )
-    name = farm.keys.verify(credentials.credentials)
+    name = farm.keys.verify(key)
     if name is None:
-        farm.failures.hit(address)
+        farm.failures.hit(failures)
         raise ApiError(
             401,
             "invalid API key: it is wrong or was revoked",
@@ -60,6 +71,81 @@ def require_key(
             {"Retry-After": str(retry_after)},
         )
     return name
+
+
+def require_key(
+    farm: Annotated[Farm, Depends(get_farm)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request,
+) -> str:
+    """The name of the caller's key (:func:`key_name_for`), checked here or, for a request with
+    a body, already by :class:`KeyFirst`."""
+    checked = getattr(request.state, KEY_NAME, None)
+    if isinstance(checked, str):
+        return checked
+    key = credentials.credentials if credentials else None
+    return key_name_for(farm, key, request.client.host if request.client else "unknown")
+
+
+class KeyFirst:
+    """ASGI middleware: a ``/v1`` request with a body has its key checked before a byte of the
+    body is read, and its body must arrive within :data:`BODY_SECONDS`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        if not str(scope["path"]).startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        farm = scope["app"].state.farm
+        headers = dict(scope["headers"])
+        given = headers.get(b"authorization", b"").decode("latin-1")
+        key = given[len(BEARER) :].strip() if given.lower().startswith(BEARER) else None
+        address = scope["client"][0] if scope.get("client") else "unknown"
+        try:
+            name = await anyio.to_thread.run_sync(key_name_for, farm, key, address)
+        except ApiError as error:
+            await _answer(send, error.status, error.message, error.code, error.headers)
+            return
+        scope.setdefault("state", {})[KEY_NAME] = name
+        deadline = anyio.current_time() + BODY_SECONDS
+        body_done = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_done
+            if body_done:  # later reads wait for a disconnect: no deadline on those
+                return await receive()
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                message = await receive()
+                body_done = message["type"] != "http.request" or not message.get("more_body", False)
+                return message
+            raise BodyTooSlow
+
+        await self.app(scope, timed_receive, send)
+
+
+class BodyTooSlow(HTTPException):
+    """Raised from ``receive`` when a body is still arriving at its deadline. An HTTPException,
+    so that FastAPI lets it through as a 408 (it turns other errors raised while reading a body
+    into a 400)."""
+
+    def __init__(self) -> None:
+        super().__init__(408, f"the request body did not arrive within {BODY_SECONDS:g} s: send it at once")
+
+
+async def _answer(
+    send: Send, status: int, message: str, code: str | None, extra: dict[str, str] | None = None
+) -> None:
+    body = json.dumps(error_body(status, message, code)).encode()
+    headers: list[Any] = [(b"content-type", b"application/json")]
+    headers.append((b"content-length", str(len(body)).encode()))
+    headers += [(name.lower().encode(), value.encode()) for name, value in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 ApiKeyName = Annotated[str, Depends(require_key)]

@@ -5,6 +5,7 @@ A real ``ttsfarm serve``, a real worker, real Redis and the S3 endpoint."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -193,3 +194,17 @@ def test_audio_is_served_by_byte_range(gateway: str, redis_url: str, worker: Wor
         assert answer.content == whole.content[first : last + 1]
         assert answer.headers["content-range"] == f"bytes {first}-{last}/{size}"
     assert past.status_code == 416 and past.headers["content-range"] == f"bytes */{size}"
+
+
+def test_a_body_is_not_read_before_its_key_is_checked(gateway: str) -> None:
+    """A request that declares a 1 MB body and has no key is answered 401 before it sends one
+    byte of it: a caller without a key cannot make the gateway hold what it sends."""
+    host, port = gateway.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/jobs HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n"
+        )
+        answer = connection.recv(4096).decode("latin-1")
+    assert answer.startswith("HTTP/1.1 401"), answer
+    assert "missing API key" in answer
