@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final
 
-from fastapi import APIRouter, Header, Path, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
@@ -17,6 +17,7 @@ from gateway.errors import ApiError
 from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
 from producer.client import JobSpec
+from ttsfarm.captions import CAPTION_FORMATS, captions
 from ttsfarm.errors import InvalidInput, JobNotFound
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobStatus, check_text
 from ttsfarm.redact import redact
@@ -120,6 +121,38 @@ def job_audio(
     if status.result is None:
         raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
     return audio_response(farm, status.result, range_header=range)
+
+
+@router.get(
+    "/{job_id}/captions",
+    response_class=Response,
+    responses={
+        200: {"content": {kind: {} for kind in CAPTION_FORMATS.values()}},
+        409: {"description": "The job has no audio (yet)"},
+    },
+)
+def job_captions(
+    job_id: JobId,
+    key_name: ApiKeyName,
+    farm: FarmDep,
+    caption_format: Annotated[
+        str,
+        Query(
+            alias="format", description="srt, vtt or json: one cue per segment (a sentence, or part of one)."
+        ),
+    ] = "srt",
+) -> Response:
+    """A finished job's captions: each segment's text and where it sits in the audio."""
+    if caption_format not in CAPTION_FORMATS:
+        raise ApiError(
+            400, f"unknown caption format {caption_format[:20]!r}: use srt, vtt or json", "unknown_format"
+        )
+    status = known_status(farm, job_id, key_name)
+    if status.result is None:
+        raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
+    media_type = CAPTION_FORMATS[caption_format]
+    charset = "" if caption_format == "json" else "; charset=utf-8"
+    return Response(captions(status.result.segments, caption_format), media_type=media_type + charset)
 
 
 @router.delete("/{job_id}", response_model=JobView)

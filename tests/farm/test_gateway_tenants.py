@@ -4,6 +4,8 @@ A real ``ttsfarm serve``, a real worker, real Redis and the S3 endpoint."""
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import socket
 import time
@@ -12,11 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import redis
+import soundfile as sf
 
 from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE
+from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
 from ttsfarm.farm.registry import KEY_PREFIX
 
@@ -208,3 +213,32 @@ def test_a_body_is_not_read_before_its_key_is_checked(gateway: str) -> None:
         answer = connection.recv(4096).decode("latin-1")
     assert answer.startswith("HTTP/1.1 401"), answer
     assert "missing API key" in answer
+
+
+def test_captions_fall_where_the_audio_speaks(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    text = "The first sentence is short. The second one runs a little longer than that. A third."
+    api, _ = keyed_client(gateway, redis_url)
+    with api:
+        job_id = api.post("/v1/jobs", json={"text": text, "format": "wav"}).json()["id"]
+        assert wait_done(api, job_id)["state"] == "succeeded"
+        audio, rate = sf.read(io.BytesIO(api.get(f"/v1/jobs/{job_id}/audio").content), dtype="float32")
+        cues = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "json"}).json()["segments"]
+        as_srt = api.get(f"/v1/jobs/{job_id}/captions")
+        as_vtt = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "vtt"})
+        unknown = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "ass"})
+    assert [cue["text"] for cue in cues] == split_sentences(text)
+    assert as_srt.headers["content-type"].startswith("application/x-subrip") and as_srt.text.count("-->") == 3
+    assert as_vtt.text.startswith("WEBVTT") and as_vtt.headers["content-type"].startswith("text/vtt")
+    assert unknown.status_code == 400
+
+    def loudness(start: float, end: float) -> float:
+        window = audio[int(start * rate) : int(end * rate)]
+        return float(np.sqrt(np.mean(window**2))) if len(window) else 0.0
+
+    assert cues[-1]["end"] <= len(audio) / rate + 0.01
+    for cue in cues:
+        assert loudness(cue["start"], cue["end"]) > 0.02, cue  # speech inside each cue
+    for before, after in itertools.pairwise(cues):
+        assert before["end"] <= after["start"]
+        gap = (before["end"] + after["start"]) / 2
+        assert loudness(gap - 0.05, gap + 0.05) < 0.005, (before, after)  # the pause between them

@@ -17,9 +17,10 @@ import mutagen
 
 from ttsfarm.audiobook.book import Book, Chapter
 from ttsfarm.audiobook.chapters import ChapterPlan
-from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book, srt
+from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book
 from ttsfarm.audiobook.manifest import MANIFEST_VERSION, ChapterEntry, Manifest, OutputFile
 from ttsfarm.audiobook.parts import Part
+from ttsfarm.captions import srt
 from ttsfarm.encoding import PIECE_CODECS
 from ttsfarm.errors import PermanentError
 from ttsfarm.files import slug, write_atomic, write_error

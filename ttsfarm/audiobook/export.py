@@ -39,10 +39,11 @@ from mutagen.id3 import (
     PictureType,
 )
 
+from ttsfarm.captions import srt as srt  # the book's subtitles, kept importable here
+from ttsfarm.captions import srt_time as srt_time
 from ttsfarm.encoding import PIECE_CODECS, run_ffmpeg
 from ttsfarm.errors import Cancelled
 from ttsfarm.files import atomic_target
-from ttsfarm.jobs import SegmentTiming
 
 log = logging.getLogger(__name__)
 
@@ -72,23 +73,6 @@ class ChapterMark:
     end: float
     audio: Path
     """The chapter's lossless audio file."""
-
-
-def srt_time(seconds: float) -> str:
-    millis = max(0, round(seconds * 1000))
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, millis = divmod(rest, 1000)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d},{millis:03d}"
-
-
-def srt(cues: Sequence[SegmentTiming], offset: float = 0.0) -> str:
-    """SubRip text: one cue per segment, shifted by ``offset`` seconds."""
-    blocks = [
-        f"{n}\n{srt_time(c.start + offset)} --> {srt_time(c.end + offset)}\n{' '.join(c.text.split())}\n"
-        for n, c in enumerate(cues, start=1)
-    ]
-    return "\n".join(blocks)
 
 
 def _escape(value: str) -> str:
