@@ -7,28 +7,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers_cli import command, environment, ttsfarm_text
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery-book.csv"
 FAST = ("--length-scale", "0.6")
 
 
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ttsfarm", "audiobook", *args]
-
-
-def environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
-
-
 def ttsfarm_audiobook(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command(*args), cwd=cwd, env=environment(), capture_output=True, text=True, timeout=240
-    )
+    return ttsfarm_text("audiobook", *args, cwd=cwd)
 
 
 BAD_INPUTS: list[tuple[bytes, list[str], str]] = [
@@ -43,6 +34,15 @@ BAD_INPUTS: list[tuple[bytes, list[str], str]] = [
     (b"chapter,text,voice\n1,Hi.,\n2,Hello.,nobody\n", [], "book.csv, line 3: unknown voice 'nobody'"),
     (b"chapter,text\n1,Hello.\n", ["--voice", "nobody"], "book.csv, line 2: unknown voice 'nobody'"),
     (b"chapter,text\n1,Hello.\n", ["--length-scale", "0"], "length scale must be between"),
+]
+BAD_OPTIONS: list[tuple[list[str], str]] = [
+    (["--loudness", "off"], "a book's chapters are always brought to one loudness: give one such as -18"),
+    (["--loudness", "-5"], "-5 is outside -40 to -10 LUFS: give one such as -18"),
+    (["--target-lufs", "-9"], "'--target-lufs': -9 is outside -40 to -10 LUFS"),
+    (
+        ["--loudness", "-20", "--target-lufs", "-20"],
+        "give --loudness or --target-lufs (its old name), not both",
+    ),
 ]
 
 
@@ -59,10 +59,20 @@ def test_bad_input_gives_one_clear_line_and_no_audio(tmp_path: Path, case: int) 
     assert made == []
 
 
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS)
+def test_a_bad_loudness_is_refused_before_the_book_is_read(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    (tmp_path / "book.csv").write_text("chapter,text\n1,Hello.\n")
+    run = ttsfarm_audiobook("book.csv", "-o", "out", "-q", *options, cwd=tmp_path)
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "out").exists()
+
+
 def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path) -> None:
     (tmp_path / "book.csv").write_text("chapter,title,text\n1,One,Hello there.\n1,One,\n2,Two,Bye.\n")
-    options = ("--skip-empty", "--target-lufs", "-20", "-q", *FAST)
-    run = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
+    options = ("--skip-empty", "-q", *FAST)
+    run = ttsfarm_audiobook("book.csv", "-o", "out", "--loudness", "-20", *options, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "out: 2 chapters" in run.stdout and "all 2 parts made now" in run.stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -70,13 +80,18 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
     assert manifest["target_lufs"] == -20.0
     # within 1 LU, as promised: a short peaky chapter loses a few tenths to the true-peak limiter
     assert all(abs(c["loudness"] + 20.0) <= 1.0 for c in manifest["chapters"])
-    again = ttsfarm_audiobook("book.csv", "-o", "out", *options, cwd=tmp_path)
+    # the options' old names, as scripts written for them use them: the same book, so nothing to do
+    again = ttsfarm_audiobook("book.csv", "--outdir", "out", "--target-lufs", "-20", *options, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "finished already" in again.stdout
+    assert again.stderr.splitlines() == [
+        "ttsfarm: --outdir is deprecated: use --output",
+        "ttsfarm: --target-lufs is deprecated: use --loudness",
+    ]
 
 
 def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
-    args = command(str(EXAMPLE), "-o", "out", *FAST)
+    args = command("audiobook", str(EXAMPLE), "-o", "out", *FAST)
     process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group, as from a terminal
         args,
         cwd=tmp_path,
@@ -99,9 +114,7 @@ def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     assert 1 <= finished < 6
     assert f"interrupted: {finished} of 6 parts (" in stderr.decode()
 
-    run = subprocess.run(
-        [*args, "-q"], cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=240
-    )
+    run = ttsfarm_audiobook(str(EXAMPLE), "-o", "out", *FAST, "-q", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     rendered = re.search(
         r"(\d+) of (\d+) parts made now \((\d+) s of speech\), (\d+) from the cache", run.stdout

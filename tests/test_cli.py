@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import click
 import pytest
 import soundfile as sf
+from click.testing import CliRunner
 
 from bench.farm import free_port
+from tests.helpers_cli import ttsfarm_text as ttsfarm
+from ttsfarm.cli import main
+from ttsfarm.cli.options import DEFAULT_LOUDNESS
 from ttsfarm.jobs import MAX_TEXT_CHARS
-
-
-def environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment without ttsfarm settings, plus ``env``."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("TTSFARM_")}
-    environ.update(env or {})
-    return environ
-
-
-def ttsfarm(
-    *args: str | bytes, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the command as a user would; an argument given as bytes reaches it as those bytes."""
-    return subprocess.run(
-        [sys.executable, "-m", "ttsfarm", *args],
-        cwd=cwd,
-        env=environment(env),
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+from ttsfarm.mastering import TARGET_LUFS
 
 
 def test_synth_text_to_wav(tmp_path: Path) -> None:
@@ -155,3 +137,40 @@ def test_the_broker_password_is_never_printed(tmp_path: Path, args: list[str]) -
     assert "hunter2" not in run.stdout + run.stderr
     assert run.stderr.startswith("Error: cannot reach ") and "at redis://***@127.0.0.1:" in run.stderr
     assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr, run.stderr
+
+
+def visible_options() -> dict[str, dict[str, click.Option]]:
+    """Each command's options as --help shows them, by parameter name."""
+    return {
+        name: {p.name or "": p for p in command.params if isinstance(p, click.Option) and not p.hidden}
+        for name, command in main.commands.items()
+    }
+
+
+def test_each_idea_is_one_option_with_one_default_in_every_command() -> None:
+    spellings: dict[str, set[tuple[str, ...]]] = {}
+    for options in visible_options().values():
+        for name, option in options.items():
+            spellings.setdefault(name, set()).add(tuple(option.opts))
+    assert {name: found for name, found in spellings.items() if len(found) > 1} == {}
+    loudness = {
+        name: options["loudness"] for name, options in visible_options().items() if "loudness" in options
+    }
+    assert sorted(loudness) == ["audiobook", "submit", "synth"]
+    assert {option.default for option in loudness.values()} == {"-18"}
+    assert DEFAULT_LOUDNESS == TARGET_LUFS  # the commands' level is a book's chapters'
+    assert spellings["output"] == {("-o", "--output")} and spellings["log_level"] == {("-l", "--log-level")}
+    shown = {name for options in visible_options().values() for o in options.values() for name in o.opts}
+    assert not shown & {"--target-lufs", "--outdir", "--loglevel", "--provider"}  # old names: hidden
+
+
+def test_an_old_option_name_still_works_and_says_what_replaced_it() -> None:
+    runner = CliRunner()
+    no_broker = {"TTSFARM_BROKER_URL": None, "TTSFARM_CONFIG": None}
+    old = runner.invoke(main, ["worker", "--loglevel", "DEBUG"], env=no_broker)
+    assert old.exit_code == 1 and "no broker configured" in old.stderr
+    assert old.stderr.startswith("ttsfarm: --loglevel is deprecated: use --log-level\n")
+    both = runner.invoke(main, ["worker", "--log-level", "info", "--loglevel", "info"], env=no_broker)
+    assert both.exit_code == 2 and "give --log-level or --loglevel (its old name), not both" in both.stderr
+    devices = runner.invoke(main, ["worker", "--gpu", "0", "--cpu"], env=no_broker)
+    assert devices.exit_code == 2 and "give --gpu N or --cpu, not both" in devices.stderr

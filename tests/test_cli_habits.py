@@ -16,21 +16,11 @@ import pytest
 import soundfile as sf
 
 from producer.client import JobSpec
-from tests.test_cli import environment
+from tests.helpers_cli import environment, ttsfarm, zero_runs
 from ttsfarm.errors import InvalidInput
 from ttsfarm.jobs import JobRequest
 from ttsfarm.loudness import integrated_loudness, true_peak
 from ttsfarm.mastering import PEAK_CEILING_DBTP
-
-
-def ttsfarm(
-    *args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """``ttsfarm ARGS`` with ``stdin`` piped in (nothing by default); output as bytes."""
-    command = [sys.executable, "-m", "ttsfarm", *args]
-    return subprocess.run(
-        command, cwd=cwd, env=environment(env), input=stdin or b"", capture_output=True, timeout=240
-    )
 
 
 def test_text_from_stdin_audio_to_stdout(tmp_path: Path) -> None:
@@ -70,6 +60,8 @@ def test_help_short_option_format_choices_and_no_text(tmp_path: Path) -> None:
     helped = ttsfarm("synth", "-h", cwd=tmp_path)
     assert helped.returncode == 0 and b"--format [wav|flac|mp3|ogg]" in helped.stdout
     assert b"--loudness LUFS|off" in helped.stdout and b"[default: -18]" in helped.stdout
+    submit = ttsfarm("submit", "-h", cwd=tmp_path).stdout  # one default for every command
+    assert b"--loudness LUFS|off" in submit and b"[default: -18]" in submit
     assert ttsfarm("-h", cwd=tmp_path).returncode == 0
     both = ttsfarm("synth", "hi", "-f", "x.txt", "-o", "x.wav", cwd=tmp_path)
     assert both.returncode == 2 and b"not both" in both.stderr
@@ -100,10 +92,15 @@ def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path
     assert (
         too_loud.returncode == 2 and b"-5 is outside -40 to -10 LUFS: give one such as -18" in too_loud.stderr
     )
-    plain = ttsfarm("submit", "--format", "flac", cwd=tmp_path, env=env, stdin=b"The voice's own level.")
-    plain_id = plain.stdout.decode().split()[0]
-    level = integrated_loudness(*sf.read(tmp_path / "store" / f"{plain_id}.flac", dtype="float32"))
-    assert -30 < level < -21  # not mastered unless asked: joe speaks at about -24 to -27 LUFS
+    plain = ("submit", "--format", "flac")
+    levels = {}
+    for loudness in ((), ("--loudness", "off")):
+        run = ttsfarm(*plain, *loudness, cwd=tmp_path, env=env, stdin=b"The level of the job.")
+        assert run.returncode == 0, run.stderr
+        stored = tmp_path / "store" / f"{run.stdout.decode().split()[0]}.flac"
+        levels[loudness] = integrated_loudness(*sf.read(stored, dtype="float32"))
+    assert levels[()] == pytest.approx(-18.0, abs=0.1)  # as `synth` and `audiobook` by default
+    assert -30 < levels[("--loudness", "off")] < -21  # joe speaks at about -24 to -27 LUFS
     leveled = ("submit", "--format", "flac", "--loudness", "-20")
     run = ttsfarm(*leveled, cwd=tmp_path, env=env, stdin=b"Made here. Found later.")
     assert run.returncode == 0, run.stderr
@@ -148,13 +145,6 @@ def test_celery_flower_without_a_broker_says_so_in_one_line(tmp_path: Path) -> N
         run.stderr.strip()
         == "ttsfarm: no broker configured: set TTSFARM_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
     )
-
-
-def zero_runs(audio: np.ndarray) -> list[int]:
-    """Lengths of the runs of digital silence (samples that are exactly 0) in ``audio``, in order."""
-    silent = np.concatenate(([0], (audio == 0).astype(np.int8), [0]))
-    edges = np.flatnonzero(np.diff(silent))
-    return [int(n) for n in edges[1::2] - edges[::2]]
 
 
 def test_sentence_silence_sets_the_pause_after_each_sentence_as_piper_does(tmp_path: Path) -> None:

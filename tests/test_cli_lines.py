@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from tests.test_cli_habits import ttsfarm, zero_runs
+from tests.helpers_cli import ttsfarm, zero_runs
 from ttsfarm.cli.lines import MANIFEST_COLUMNS, line_request, read_lines
 from ttsfarm.jobs import SynthesisOptions
 from ttsfarm.voices import resolve_voice
@@ -84,7 +84,7 @@ def test_json_lines_take_ids_and_options_and_bad_lines_are_named_without_stoppin
         json.dumps({"id": "../up", "text": "Out of the folder."}),
         json.dumps({"id": "utt008", "text": "Hi.", "lenght_scale": 1.2}),
         json.dumps({"id": "utt009", "text": "Hi.", "speaker": 2}),
-        json.dumps({"id": "utt010", "text": "* * *"}),  # nothing to speak: found as it is spoken
+        json.dumps({"id": "utt010", "text": "* * *"}),  # no letter or digit: found as it is read
     ]
     source = [json.dumps(good[0]), json.dumps(good[1]), *bad[:4], json.dumps(good[2]), *bad[4:]]
     (tmp_path / "utts.jsonl").write_text("\n".join(source) + "\n")
@@ -126,7 +126,8 @@ def test_fail_fast_stops_at_the_first_bad_line(tmp_path: Path) -> None:
     ]
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     later = "".join(f"Line {n} is fine.\n" for n in range(2, 7))
-    (tmp_path / "lines.txt").write_text("* * *\n" + later)
+    # U+A71D, a modifier letter: it passes the text check but holds no word, so it fails as it is spoken
+    (tmp_path / "lines.txt").write_text("\ua71d\n" + later)
     stopped = ttsfarm("synth", "--lines", "--fail-fast", "-f", "lines.txt", "-o", "out", "-q", cwd=tmp_path)
     assert stopped.returncode == 1
     assert "lines.txt, line 1: the text has nothing to speak" in stopped.stderr.decode()

@@ -1,8 +1,9 @@
 """The ``ttsfarm`` command: the edge where settings are read and every command is registered.
 
 Each command lives in a module of this package and is added to :func:`main` below, by name;
-commands import the engine, the farm client or the gateway only when they run, so that
-``ttsfarm status`` stays light.
+the options they share are in ``options.py``, one name and one default per idea. Commands import
+the engine, the farm client or the gateway only when they run, so that ``ttsfarm status`` stays
+light.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Final
 
 import click
 
+from ttsfarm.cli.options import deprecated, device_options, on_device, voice_option
 from ttsfarm.settings import Settings
 
 DEFAULT_CORPUS: Final = Path("benchmarks") / "corpus.txt"
@@ -27,7 +28,8 @@ def _sizes(text: str) -> list[int]:
 
 
 @click.command()
-@click.option("--provider", type=click.Choice(["auto", "cuda", "cpu"]), help="Default: the setting.")
+@device_options
+@click.option("--provider", type=click.Choice(["auto", "cuda", "cpu"]), hidden=True)  # their old name
 @click.option("--precision", type=click.Choice(["auto", "fp32", "fp16"]), help="Default: the setting.")
 @click.option("--buckets/--no-buckets", default=None, help="Shape buckets (default: on for CUDA only).")
 @click.option(
@@ -41,13 +43,15 @@ def _sizes(text: str) -> list[int]:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help=f"UTF-8 text whose segments make the mix (default {DEFAULT_CORPUS}).",
 )
-@click.option("--voice", help="Voice name or Piper .onnx path (default: the setting).")
+@voice_option
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
 )
 @click.pass_obj
 def bench(
     settings: Settings,
+    gpu: int | None,
+    cpu: bool,
     provider: str | None,
     precision: str | None,
     buckets: bool | None,
@@ -59,9 +63,9 @@ def bench(
     json_path: Path | None,
 ) -> None:
     """Sweep batch sizes over a realistic mix of segment lengths and print the table."""
-    from bench.sweep import corpus_items, format_table, short_latency, sweep, table_line
     from synthesis.build import engine_options
     from synthesis.engines import load_engine
+    from ttsfarm.cli.sweep import corpus_items, format_table, short_latency, sweep, table_line
     from ttsfarm.voices import resolve_voice
 
     path = text_path or DEFAULT_CORPUS
@@ -69,7 +73,10 @@ def bench(
         raise click.UsageError(f"no text to benchmark with: {path} does not exist (give --text FILE)")
     given = _sizes(batch_sizes) if batch_sizes else None
     largest = max(given or _sizes(DEFAULT_GPU_SIZES))  # the GPU's layout must hold the largest batch
-    options = engine_options(settings.with_options(provider=provider, precision=precision), largest)
+    if provider is not None:
+        deprecated("--provider", "--gpu N or --cpu")
+    settings = on_device(settings.with_options(provider=provider, precision=precision), gpu, cpu)
+    options = engine_options(settings, largest)
     if buckets is not None:
         options = dataclasses.replace(options, shape_buckets=buckets)
     engine = load_engine(

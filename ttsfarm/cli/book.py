@@ -10,7 +10,8 @@ from typing import Final
 
 import click
 
-from ttsfarm.cli.common import options_from, voice_options
+from ttsfarm.cli.common import options_from
+from ttsfarm.cli.options import loudness_option, renamed, target_lufs_alias, voice_options
 from ttsfarm.settings import Settings
 
 INTERRUPTED_STATUS: Final = 130
@@ -19,7 +20,10 @@ INTERRUPTED_STATUS: Final = 130
 
 @click.command()
 @click.argument("book_file", metavar="BOOK")
-@click.option("-o", "--outdir", type=click.Path(path_type=Path), help="Folder for the book.")
+@click.option(
+    "-o", "--output", metavar="OUTDIR", type=click.Path(path_type=Path), help="Folder for the book."
+)
+@renamed("--outdir", "--output", type=click.Path(path_type=Path))
 @click.option("--list-chapters", is_flag=True, help="Show the chapters found and stop (no audio is made).")
 @click.option(
     "--chapters",
@@ -38,17 +42,14 @@ INTERRUPTED_STATUS: Final = 130
 @click.option(
     "--skip-empty", is_flag=True, help="CSV: leave out rows whose text is empty instead of failing."
 )
-@click.option(
-    "--target-lufs",
-    type=click.FloatRange(-40, -10),
-    help="Loudness of every chapter in LUFS (default -18; true peaks stay below -1 dBTP).",
-)
+@loudness_option(off=False)
+@target_lufs_alias
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_obj
 def audiobook(
     settings: Settings,
     book_file: str,
-    outdir: Path | None,
+    output: Path | None,
     list_chapters: bool,
     selection: str | None,
     voice: str | None,
@@ -59,7 +60,7 @@ def audiobook(
     narrator: str | None,
     cover: Path | None,
     skip_empty: bool,
-    target_lufs: float | None,
+    loudness: float,
     quiet: bool,
 ) -> None:
     """Speak BOOK (.epub, .txt, .md or .csv) into OUTDIR: chapter files, one .m4b with chapter
@@ -73,7 +74,6 @@ def audiobook(
     """
     from ttsfarm.audiobook.builder import build_audiobook, cached_so_far
     from ttsfarm.audiobook.source import chapter_lines, open_book, select_chapters, with_info
-    from ttsfarm.mastering import TARGET_LUFS
     from ttsfarm.progress import BookProgress
 
     defaults = options_from(voice, speaker, length_scale, settings)
@@ -83,12 +83,11 @@ def audiobook(
         for line in chapter_lines(found):
             click.echo(line)
         return
-    if outdir is None:
+    if output is None:
         raise click.UsageError(
             "give the folder for the book with -o OUTDIR (or --list-chapters to look first)"
         )
     book = with_info(select_chapters(found, selection), author, narrator, cover)
-    target = TARGET_LUFS if target_lufs is None else target_lufs
     started = time.perf_counter()
     uploaded = None
     try:
@@ -97,9 +96,9 @@ def audiobook(
             from producer.client import Client
 
             with Client(settings) as client, BookProgress(disable=quiet) as progress:
-                report = build_audiobook(book, outdir, FarmRenderer(client), book_file, target, progress)
+                report = build_audiobook(book, output, FarmRenderer(client), book_file, loudness, progress)
                 progress.stage("uploading")
-                uploaded = upload_book(outdir, report.manifest, client.storage)
+                uploaded = upload_book(output, report.manifest, client.storage)
         else:
             from synthesis.build import finishing_pool, local_synthesizer
             from ttsfarm.audiobook.render import LocalRenderer
@@ -111,21 +110,21 @@ def audiobook(
                 warmed = settings if settings.prewarm is not None else replace(settings, prewarm=True)
                 with local_synthesizer(warmed) as synthesizer, BookProgress(disable=quiet) as progress:
                     renderer = LocalRenderer(synthesizer, finishing)
-                    report = build_audiobook(book, outdir, renderer, book_file, target, progress)
+                    report = build_audiobook(book, output, renderer, book_file, loudness, progress)
             finally:
                 finishing.close()
     except KeyboardInterrupt:
         if settings.farm_mode:  # parts are kept by the farm, under ids made from their text
             kept = "the parts and chapters the farm finished are kept there, and finished chapters in "
             click.echo(
-                f"interrupted: {kept}{outdir}/.parts; run the same command again to go on from there",
+                f"interrupted: {kept}{output}/.parts; run the same command again to go on from there",
                 err=True,
             )
         else:
-            done, total, seconds = cached_so_far(book, outdir)
+            done, total, seconds = cached_so_far(book, output)
             click.echo(
                 f"interrupted: {done} of {total} parts ({seconds:.0f} s of speech) are kept in "
-                f"{outdir}/.parts; run the same command again to go on from there",
+                f"{output}/.parts; run the same command again to go on from there",
                 err=True,
             )
         raise SystemExit(INTERRUPTED_STATUS) from None
@@ -135,7 +134,7 @@ def audiobook(
         click.echo(f"uploaded to storage under {uploaded}/", err=True)
     if report.already_done:
         click.echo(
-            f"{outdir}: finished already ({manifest.duration:.1f} s, {len(manifest.chapters)} chapters); "
+            f"{output}: finished already ({manifest.duration:.1f} s, {len(manifest.chapters)} chapters); "
             "nothing was made"
         )
         return
@@ -148,7 +147,7 @@ def audiobook(
         f"({report.audio_cached:.0f} s)"
     )
     click.echo(
-        f"{outdir}: {len(manifest.chapters)} chapters, {manifest.duration:.1f} s of audio "
+        f"{output}: {len(manifest.chapters)} chapters, {manifest.duration:.1f} s of audio "
         f"in {elapsed:.1f} s; "
         f"{source}; {manifest.files['m4b'].file}, {manifest.files['mp3'].file}, "
         f"{manifest.files['srt'].file}, manifest.json"

@@ -1,26 +1,19 @@
-"""Pieces the ttsfarm commands share: voice options, the text to speak, one-line results."""
+"""Pieces the ttsfarm commands share: the text to speak, arguments as typed, one-line results
+(their options are in ``ttsfarm.cli.options``)."""
 
 from __future__ import annotations
 
 import re
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final
 
 import click
 
 from ttsfarm.errors import InvalidInput
 from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import (
-    AUDIO_FORMATS,
-    LOUDNESS_RANGE,
-    JobResult,
-    SynthesisOptions,
-    check_loudness,
-    check_text,
-)
+from ttsfarm.jobs import JobResult, SynthesisOptions, check_text
 from ttsfarm.settings import Settings
 
 _ESCAPED_BYTE: Final = re.compile("[\udc80-\udcff]")
@@ -102,50 +95,4 @@ def describe(result: JobResult, seconds: float | None = None) -> str:
     return (
         f"{result.location}: {result.duration:.1f} s of {result.format} audio at "
         f"{result.sample_rate} Hz, {result.size / 1024:.0f} KiB, {segments}{speed_note}"
-    )
-
-
-def voice_options(func: Any) -> Any:
-    func = click.option(
-        "--voice", callback=utf8, help="Voice name (see `ttsfarm voices`) or a Piper .onnx path."
-    )(func)
-    func = click.option("--speaker", type=int, help="Speaker id of a multi-speaker voice.")(func)
-    func = click.option("--length-scale", type=float, help="Speaking rate: >1 slower, <1 faster.")(func)
-    return func
-
-
-FORMAT_METAVAR: Final = "[" + "|".join(AUDIO_FORMATS) + "]"
-"""``--format`` shows its choices; a wrong one gets the one-line error of ``check_format``."""
-
-
-Command = TypeVar("Command", bound=Callable[..., Any])
-
-
-def loudness_option(default: str) -> Callable[[Command], Command]:
-    """``--loudness LUFS|off``: master the audio to that loudness, true peaks under -1 dBTP;
-    ``off`` keeps the voice's own level. The value reaches the command as a float or None."""
-
-    def parse(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
-        if value.strip().lower() == "off":
-            return None
-        try:
-            lufs = float(value)
-        except ValueError:
-            raise click.BadParameter(f"{value!r} is not a number of LUFS such as -18, nor 'off'") from None
-        try:
-            return check_loudness(lufs)  # the rule every job's loudness follows
-        except InvalidInput:
-            low, high = LOUDNESS_RANGE
-            raise click.BadParameter(
-                f"{value} is outside {low:g} to {high:g} LUFS: give one such as -18, or 'off'"
-            ) from None
-
-    return click.option(
-        "--loudness",
-        default=default,
-        show_default=True,
-        callback=parse,
-        metavar="LUFS|off",
-        help="Normalise to this loudness, true peaks under -1 dBTP (as audiobooks); 'off': the voice's "
-        "level.",
     )

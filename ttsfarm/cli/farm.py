@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from ttsfarm.cli.common import (
+from ttsfarm.cli.common import describe, options_from, text_from, utf8
+from ttsfarm.cli.options import (
     FORMAT_METAVAR,
-    describe,
+    LOG_LEVELS,
+    device_options,
+    log_level_option,
     loudness_option,
-    options_from,
-    text_from,
-    utf8,
+    on_device,
+    renamed,
+    sentence_silence_option,
+    text_file_option,
     voice_options,
 )
 from ttsfarm.errors import JobNotFound, SettingsError
@@ -49,16 +53,13 @@ def _client(settings: Settings) -> Client:
 
 @click.command()
 @click.argument("text", required=False)
-@click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
-@click.option("--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True)
-@voice_options
-@loudness_option("off")
+@text_file_option
 @click.option(
-    "--sentence-silence",
-    type=float,
-    metavar="SECONDS",
-    help="Silence after each sentence, 0 to 2 (as piper's; default: 0.3, 0.6 after a paragraph).",
+    "--format", "audio_format", metavar=FORMAT_METAVAR, default="wav", show_default=True, help="Audio format."
 )
+@voice_options
+@loudness_option()
+@sentence_silence_option
 @click.option("--key", callback=utf8, help="Idempotency key: submitting the same key twice queues one job.")
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
 @click.pass_obj
@@ -244,8 +245,7 @@ def cancel(settings: Settings, job_id: str) -> None:
 
 
 @click.command()
-@click.option("--gpu", type=int, help="Pin the worker to this GPU (default: settings, else GPU 0).")
-@click.option("--cpu", is_flag=True, help="Run on the CPU even where there is a GPU.")
+@device_options
 @click.option("-c", "--concurrency", type=int, help="Jobs at a time; their segments share batches.")
 @click.option(
     "--consumers",
@@ -253,13 +253,8 @@ def cancel(settings: Settings, job_id: str) -> None:
     help="Processes that take jobs, sharing this worker's one engine (many short jobs need several).",
 )
 @click.option("-n", "--hostname", help="Worker name (default ttsfarm-gpuN@host or ttsfarm-cpu@host).")
-@click.option(
-    "-l",
-    "--loglevel",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
+@log_level_option
+@renamed("--loglevel", "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False))
 @click.pass_obj
 def worker(
     settings: Settings,
@@ -268,21 +263,20 @@ def worker(
     concurrency: int | None,
     consumers: int | None,
     hostname: str | None,
-    loglevel: str,
+    log_level: str,
 ) -> None:
     """Start a Celery worker for the farm (one per GPU), loading the model once."""
     from worker.app import run_worker
     from worker.consumers import run_consumers
 
+    settings = on_device(settings, gpu, cpu).with_options(concurrency=concurrency, consumers=consumers)
     if not settings.farm_mode:
         raise SettingsError(NO_BROKER_MESSAGE)
-    # A GPU asked for by number: the worker runs on it or stops.
-    provider = "cpu" if cpu else "cuda" if gpu is not None else None
-    settings = settings.with_options(gpu=gpu, provider=provider, concurrency=concurrency, consumers=consumers)
-    # The engine loads before Celery sets up its logging: at --loglevel (or -v's, if lower), not
+    loglevel = log_level.upper()  # as Celery names them
+    # The engine loads before Celery sets up its logging: at --log-level (or -v's, if lower), not
     # the command's default of warnings only, so that the log says which device and layout it took.
     root = logging.getLogger()
-    root.setLevel(min(root.level, logging.getLevelName(loglevel.upper())))
+    root.setLevel(min(root.level, logging.getLevelName(loglevel)))
     if settings.consumers > 1:
         sys.exit(run_consumers(settings, hostname, loglevel))
     run_worker(settings, hostname, loglevel)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
+from ttsfarm.cli.options import log_level_option
 from ttsfarm.errors import SettingsError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
@@ -33,7 +34,7 @@ def _keys(settings: Settings) -> KeyStore:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port to listen on.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Server processes.")
-@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@log_level_option
 @click.pass_obj
 def serve(settings: Settings, host: str, port: int, workers: int, log_level: str) -> None:
     """Serve the HTTP gateway: jobs, OpenAI's speech API and a test page, behind API keys."""

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from ttsfarm.cli.common import (
+from ttsfarm.cli.common import describe, options_from, text_from
+from ttsfarm.cli.options import (
     FORMAT_METAVAR,
-    describe,
     loudness_option,
-    options_from,
-    text_from,
+    sentence_silence_option,
+    text_file_option,
     voice_options,
 )
 from ttsfarm.inputs import check_writable, format_for
@@ -23,7 +23,7 @@ from ttsfarm.settings import Settings
 
 @click.command()
 @click.argument("text", required=False)
-@click.option("-f", "--file", "text_file", help="Read the text from this UTF-8 file ('-' for stdin).")
+@text_file_option
 @click.option(
     "-o",
     "--output",
@@ -37,13 +37,8 @@ from ttsfarm.settings import Settings
 @voice_options
 @click.option("--noise-scale", type=float, help="Generator noise, 0 to 2 (0: the same audio every run).")
 @click.option("--noise-w", "--noise-w-scale", "noise_w", type=float, help="Phoneme length noise, 0 to 2.")
-@click.option(
-    "--sentence-silence",
-    type=float,
-    metavar="SECONDS",
-    help="Silence after each sentence, 0 to 2 (as piper's; default: 0.3, 0.6 after a paragraph).",
-)
-@loudness_option("-18")
+@sentence_silence_option
+@loudness_option()
 @click.option("--title", help="Title tag (default: the first words of the text).")
 @click.option(
     "--lines", is_flag=True, help="Speak each line of the input into its own file in the folder -o."
