@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +17,21 @@ from synthesis.build import engine_options, waveform_layout
 from synthesis.gpus import gpu_present
 from synthesis.sessions import NHWC
 from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
-from ttsfarm.settings import Settings
+from ttsfarm.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+GROUPS = ("farm", "storage", "engine", "batching", "gateway", "metrics")
+"""The concerns settings are grouped by, in ttsfarm/settings.py and wherever they are listed."""
+NOT_DOCUMENTED = {"shape_buckets"}
+"""A switch to compare with (``ttsfarm bench --buckets/--no-buckets``), not a knob: it is no
+setting a user or an operator is told about, and goes once ``synthesis.build`` stops reading it."""
 
 
 @pytest.mark.parametrize(
     "environ, message",
     [
         ({"TTSFARM_PROVIDER": "gpu"}, "TTSFARM_PROVIDER must be auto, cuda or cpu, not 'gpu'"),
-        ({"TTSFARM_SHAPE_BUCKETS": "maybe"}, "TTSFARM_SHAPE_BUCKETS must be auto, on or off"),
+        ({"TTSFARM_ENGINE": "v3"}, "TTSFARM_ENGINE must be auto, single or staged, not 'v3'"),
         ({"TTSFARM_CUDA_LAYOUT": "nhcw"}, "TTSFARM_CUDA_LAYOUT must be auto, nchw or nhwc, not 'nhcw'"),
         ({"TTSFARM_MAX_BATCH": "0"}, "TTSFARM_MAX_BATCH must be at least 1, not 0"),
         ({"TTSFARM_MAX_PHONEME_IDS": "8"}, "TTSFARM_MAX_PHONEME_IDS must be at least 16, not 8"),
@@ -115,3 +122,74 @@ def test_a_containers_cpu_limit_bounds_the_cpus_a_process_may_use(
     assert sessions.cpu_count() == (runs_on if expected is None else min(expected, runs_on))
     monkeypatch.setattr(sessions, "CGROUP_CPU_LIMIT", tmp_path / "none")
     assert sessions.cpu_count() == runs_on
+
+
+def setting_groups() -> dict[str, str]:
+    """Each setting's group, from the heading comment above it in the ``Settings`` class."""
+    groups: dict[str, str] = {}
+    group = ""
+    for line in inspect.getsource(Settings).splitlines():
+        heading = re.match(r"    # (\w+): ", line)
+        field = re.match(r"    (\w+): ", line)
+        if heading:
+            group = heading[1].lower()
+        elif field:
+            groups[field[1]] = group
+    return groups
+
+
+def section(path: Path, heading: str) -> str:
+    """The text of a ``## heading`` section of a Markdown file, up to the next such heading."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else None]
+
+
+def variable(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def test_settings_are_grouped_by_concern_in_one_order() -> None:
+    groups = setting_groups()
+    assert set(groups) == {f.name for f in dataclasses.fields(Settings)}
+    headings = re.findall(r"^    # (\w+): ", inspect.getsource(Settings), re.M)
+    assert [heading.lower() for heading in headings] == list(GROUPS)  # one heading each, in order
+    assert set(groups.values()) == set(GROUPS)  # none before the first heading
+    assert set(groups) >= NOT_DOCUMENTED
+
+
+def test_every_setting_is_documented_once_in_its_group_user_settings_in_the_readme() -> None:
+    """The settings a user sets are in the README's table; every tuning knob is in one section
+    of docs/deploy.md; each in its group and in the order of ``Settings``."""
+    groups = {variable(name): group for name, group in setting_groups().items() if name not in NOT_DOCUMENTED}
+    user = re.findall(r"^\| (\w+) \| `(TTSFARM_\w+)`", section(ROOT / "README.md", "Configuration"), re.M)
+    advanced: list[tuple[str, str]] = []
+    group = ""
+    for line in section(ROOT / "docs" / "deploy.md", "Advanced settings").splitlines():
+        heading = re.match(r"\*\*(\w+)\*\*", line)
+        group = heading[1].lower() if heading else group
+        if line.startswith("| `"):
+            advanced += [(group, name) for name in re.findall(r"TTSFARM_\w+", line.split(" | ")[0])]
+    assert 10 <= len(user) <= 14  # about a dozen
+    assert ("farm", f"{ENV_PREFIX}CONFIG") in user
+    documented = [(g, name) for g, name in user + advanced if name != f"{ENV_PREFIX}CONFIG"]
+    assert sorted(name for _, name in documented) == sorted(groups)  # each once, none unknown
+    assert {name: g for g, name in documented} == groups
+    order = list(groups)
+    for table in (user, advanced):
+        names = [name for _, name in table if name in groups]
+        assert names == sorted(names, key=order.index)
+
+
+def test_the_shipped_config_lists_settings_in_their_groups_and_each_example_loads(tmp_path: Path) -> None:
+    config = (ROOT / "configs" / "ttsfarm.toml").read_text(encoding="utf-8")
+    groups = setting_groups()
+    headings = re.findall(r"^# --- (\w+):", config, re.M)
+    assert [h.lower() for h in headings] == list(GROUPS)
+    named = re.findall(r"^(?:# )?(\w+) = ", config, re.M)
+    assert set(named) <= set(groups) - NOT_DOCUMENTED
+    assert named == sorted(named, key=list(groups).index)
+    every_example = re.sub(r"^# (\w+ = )", r"\1", config, flags=re.M)
+    (tmp_path / "all.toml").write_text(every_example, encoding="utf-8")
+    assert Settings.load({}, config_path=tmp_path / "all.toml").broker_url == "redis://127.0.0.1:6379/0"

@@ -37,8 +37,11 @@ health check fails: the worker (``worker/health.py``) and ``docker/healthcheck.p
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything ttsfarm reads from its environment."""
+    """Everything ttsfarm reads from its environment, by concern: farm, storage, engine,
+    batching, gateway, metrics. The user settings (README.md) come first in their group; the
+    rest are tuning knobs (docs/deploy.md, "Advanced settings")."""
 
+    # Farm: the broker, the queue and the workers that take its jobs.
     broker_url: str | None = None
     """Celery broker, e.g. ``redis://127.0.0.1:6379/0``. Unset: jobs run in-process."""
     result_backend: str | None = None
@@ -50,15 +53,59 @@ class Settings:
     """PEM client certificate, for a Redis that asks clients for one (``tls-auth-clients yes``)."""
     redis_tls_key_file: str | None = None
     """The private key of ``redis_tls_cert_file`` (unset: the key is in that file)."""
+    queue: str = "ttsfarm"
+    """The Celery queue jobs go to (books' chapters go to ``QUEUE.finish``)."""
+    max_queued_jobs: int = 10_000
+    """Submits are refused (:class:`~ttsfarm.errors.QueueFull`) while the queue holds this many
+    jobs; 0 means no limit. Each queued job keeps its whole text in Redis (at most 200,000
+    characters, about 200 KB): 10,000 of the longest are about 2 GB, which a Redis sized for the
+    farm holds, and a producer stuck in a loop is stopped long before Redis runs out of memory
+    and takes the workers' queue down with it."""
+    max_job_audio_seconds: float = 4 * 3600
+    """Jobs estimated to make more audio than this are refused at submit (``ttsfarm.admission``,
+    from their phonemes), saying so; 0 means no limit. 200,000 characters of prose make about
+    3.4 hours."""
+    max_job_temp_mb: int = 1_500
+    """Jobs estimated to need more temp space than this (their 16-bit WAV, twice for a mastered
+    job) are refused at submit; 0 means no limit. 4 hours of a 22,050 Hz voice, mastered, need
+    about 1,270 MB. A worker needs at most its concurrency times this in ``temp_dir``."""
+    concurrency: int | None = None
+    """Jobs one worker runs at a time; their segments share batches. Unset means 32 on a GPU
+    (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
+    and 16 on a CPU."""
+    consumers: int = 1
+    """Processes a worker takes jobs in, sharing its one engine (``worker/consumers.py``): each
+    runs ``concurrency`` jobs, their per-job work under an interpreter lock of its own, while
+    one process owns the GPU and batches the segments of all of them. 1 runs everything in one
+    process. Many short jobs need several (docs/benchmarks.md, "Many short jobs")."""
+    finish_processes: int | None = None
+    """Processes that master and encode finished audio (a book's chapters, jobs given a
+    loudness), a step less urgent than the work that feeds the GPU; unset means one per CPU."""
+    temp_dir: str | None = None
+    """Where jobs write their audio before it is stored; unset means the system's temp folder."""
+    visibility_timeout_seconds: int = 15 * 60
+    """Redis hands an unacknowledged job to another worker after this long. A live worker renews
+    the messages of its running jobs (``worker/leases.py``), so this bounds only how soon the
+    jobs of a worker that vanished (killed, frozen, cut off) come back, not how long a job runs."""
+    stop_grace_seconds: float = 300.0
+    """On SIGTERM a worker takes no new jobs and lets running ones finish for this long; then
+    they stop and go back to the queue at once. Keep Docker's stop grace period above it."""
+    retry_backoff_seconds: float = 2.0
+    """First retry of a job after a transient error waits this long; each next one twice as long."""
+
+    # Storage: where finished audio goes.
     storage_url: str = "ttsfarm-output"
     """``s3://bucket/prefix`` or a local folder for finished audio."""
     s3_endpoint_url: str | None = None
     """For MinIO and other S3-compatible stores; unset means AWS."""
     s3_region: str | None = None
+    """The bucket's region (a bucket the workers create gets it); unset: boto3's own."""
     s3_create_bucket: bool = False
     """Create the bucket at worker start if it does not exist."""
     presign_seconds: int = 7 * 24 * 3600
     """Lifetime of the presigned URL in a result; 0 gives a plain URL."""
+
+    # Engine: the voice, the device, and how the voice runs on it.
     voice: str = "joe"
     """Default voice name, or the path of a Piper ``.onnx`` file."""
     voices_dir: str | None = None
@@ -76,7 +123,9 @@ class Settings:
     shape bucket; ``auto``: staged on a GPU for batches of 8 and more, else single
     (``synthesis.engines.wants_staged``)."""
     shape_buckets: ShapeBuckets = "auto"
-    """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``."""
+    """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``. A
+    switch to compare with (``ttsfarm bench --buckets/--no-buckets`` is the benchmark's); it
+    stays a setting only while ``synthesis.build`` reads it."""
     cuda_layout: CudaLayout = "auto"
     """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``,
     ``nhwc`` (onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its own:
@@ -88,11 +137,15 @@ class Settings:
     prewarm: bool | None = None
     """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
     off for one-off commands."""
+
+    # Batching: how segments of many jobs are gathered into batches and the GPU kept fed.
     max_batch: int | None = None
     """Segments per batch; unset means 32 on a GPU (the knee on an H200) and 1 on a CPU, where
     batching does not pay (``docs/benchmarks.md``)."""
     max_wait_ms: float = 80.0
+    """How long the batcher waits for a batch to fill before it runs what it has."""
     max_phoneme_ids: int = 400
+    """Longest segment, in phoneme ids: text is split at sentences, clauses, then words to fit."""
     max_padded_ids: int | None = None
     """Cap on batch size times longest item, in phoneme ids; unset means 16,384 on a GPU
     and none on a CPU."""
@@ -107,43 +160,8 @@ class Settings:
     text_processes: int | None = None
     """Processes that segment and phonemize text; unset means up to 4 on a GPU and 0 on a
     CPU (0: each job segments in its own thread)."""
-    finish_processes: int | None = None
-    """Processes that master and encode finished audio (a book's chapters, jobs given a
-    loudness), a step less urgent than the work that feeds the GPU; unset means one per CPU."""
-    concurrency: int | None = None
-    """Jobs one worker runs at a time; their segments share batches. Unset means 32 on a GPU
-    (16 left an H200 worker at 3,486 stored audio s/s, 32 gave 4,026: ``docs/benchmarks.md``)
-    and 16 on a CPU."""
-    consumers: int = 1
-    """Processes a worker takes jobs in, sharing its one engine (``worker/consumers.py``): each
-    runs ``concurrency`` jobs, their per-job work under an interpreter lock of its own, while
-    one process owns the GPU and batches the segments of all of them. 1 runs everything in one
-    process. Many short jobs need several (docs/benchmarks.md, "Many short jobs")."""
-    queue: str = "ttsfarm"
-    max_queued_jobs: int = 10_000
-    """Submits are refused (:class:`~ttsfarm.errors.QueueFull`) while the queue holds this many
-    jobs; 0 means no limit. Each queued job keeps its whole text in Redis (at most 200,000
-    characters, about 200 KB): 10,000 of the longest are about 2 GB, which a Redis sized for the
-    farm holds, and a producer stuck in a loop is stopped long before Redis runs out of memory
-    and takes the workers' queue down with it."""
-    max_job_audio_seconds: float = 4 * 3600
-    """Jobs estimated to make more audio than this are refused at submit (``ttsfarm.admission``,
-    from their phonemes), saying so; 0 means no limit. 200,000 characters of prose make about
-    3.4 hours."""
-    max_job_temp_mb: int = 1_500
-    """Jobs estimated to need more temp space than this (their 16-bit WAV, twice for a mastered
-    job) are refused at submit; 0 means no limit. 4 hours of a 22,050 Hz voice, mastered, need
-    about 1,270 MB. A worker needs at most its concurrency times this in ``temp_dir``."""
-    visibility_timeout_seconds: int = 15 * 60
-    """Redis hands an unacknowledged job to another worker after this long. A live worker renews
-    the messages of its running jobs (``worker/leases.py``), so this bounds only how soon the
-    jobs of a worker that vanished (killed, frozen, cut off) come back, not how long a job runs."""
-    stop_grace_seconds: float = 300.0
-    """On SIGTERM a worker takes no new jobs and lets running ones finish for this long; then
-    they stop and go back to the queue at once. Keep Docker's stop grace period above it."""
-    retry_backoff_seconds: float = 2.0
-    """First retry of a job after a transient error waits this long; each next one twice as long."""
-    temp_dir: str | None = None
+
+    # Gateway: the HTTP front door (``ttsfarm serve``).
     gateway_auth: bool = True
     """The HTTP gateway asks every ``/v1`` request for an API key (``ttsfarm keys add``). Turn it
     off only where another layer in front of the gateway authenticates every request."""
@@ -162,6 +180,8 @@ class Settings:
     """``GET /v1/jobs/{id}/audio`` answers with a redirect to a presigned S3 URL instead of
     streaming the audio through the gateway (S3 storage only; its endpoint must be reachable
     by the gateway's clients)."""
+
+    # Metrics: each farm worker's Prometheus endpoint.
     metrics_port: int = 9808
     """A farm worker serves Prometheus metrics at ``/metrics`` on this port; 0 turns them off.
     Two workers on one host (host networking) need two ports."""
