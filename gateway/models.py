@@ -129,10 +129,18 @@ class SpeechRequest(BaseModel):
         description="A voice from GET /v1/voices, or one of OpenAI's names (alloy, nova, ...), "
         "which speak with the farm's default voice."
     )
-    response_format: str = Field("mp3", description="mp3, wav or flac (also ogg); not opus, aac or pcm.")
+    response_format: str = Field(
+        "mp3",
+        description="pcm (16-bit mono at the voice's rate, streamed), wav, mp3 or flac (also ogg); "
+        "not opus or aac.",
+    )
     speed: StrictFloat = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
-    stream_format: str | None = Field(None, description="Only 'audio' (no server-sent events).")
+    stream_format: str | None = Field(
+        None,
+        description="'audio': pcm and wav stream as they are made (other formats come whole); 'sse': "
+        "server-sent events of base64 pcm (speech.audio.delta, then speech.audio.done).",
+    )
 
 
 class Model(BaseModel):

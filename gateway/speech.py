@@ -25,6 +25,7 @@ from gateway.errors import NO_RETRY, ApiError
 from gateway.farm import Farm
 from gateway.jobs import owned_key
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
+from gateway.streaming import STREAMED_FORMATS, streamed_speech
 from ttsfarm.errors import InvalidInput, WaitTimeout
 from ttsfarm.jobs import AUDIO_FORMATS, JobResult, check_text
 
@@ -59,6 +60,8 @@ OPENAI_VOICES: Final = frozenset(
 """OpenAI's voice names: clients send them by default, so they speak with the farm's default voice."""
 """OpenAI's response formats the farm encodes (ogg is ttsfarm's own, Vorbis)."""
 
+DEFAULT_SAMPLE_RATE: Final = 22050
+"""The rate a streamed answer states when the farm's voice list lacks the voice (it never should)."""
 NO_WORKER_RETRY: Final = 5
 """Seconds a speech request refused for want of a worker is told to wait (``Retry-After``)."""
 CLIENT_GONE: Final = 499
@@ -69,22 +72,28 @@ DISCONNECT_POLL_SECONDS: Final = 0.25
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 
-def _check(body: SpeechRequest, max_chars: int) -> str:
-    """The ttsfarm format for the request, or an ApiError saying what to change."""
+def _check(body: SpeechRequest, max_chars: int) -> tuple[str, str | None]:
+    """The job's audio format, and how the answer streams it as it is made (``sse``, ``pcm``
+    or ``wav``; ``None``: sent whole once the job is done); an ApiError saying what to change
+    otherwise."""
     if not known_model(body.model):
         raise ApiError(400, f"unknown model {body.model!r}: use one of {', '.join(MODELS)}", "unknown_model")
-    if body.stream_format not in (None, "audio"):
+    if body.stream_format not in (None, "audio", "sse"):
         raise ApiError(
             400,
-            f"stream_format {body.stream_format!r} is not supported: leave it out, or send 'audio'",
+            f"stream_format {body.stream_format!r} is not supported: send 'audio' or 'sse'",
             "unsupported_stream",
         )
     audio_format = body.response_format
-    if audio_format not in AUDIO_FORMATS:
+    if audio_format not in AUDIO_FORMATS and audio_format not in STREAMED_FORMATS:
         raise ApiError(
             400,
-            f"response_format {body.response_format!r} is not supported: use mp3, wav or flac (or ogg)",
+            f"response_format {body.response_format!r} is not supported: use pcm, wav, mp3 or flac (or ogg)",
             "unsupported_format",
+        )
+    if body.stream_format == "sse" and audio_format not in STREAMED_FORMATS:
+        raise ApiError(
+            400, "server-sent events carry 16-bit PCM: set response_format to pcm", "unsupported_stream"
         )
     if len(body.input) > max_chars:
         raise ApiError(
@@ -97,7 +106,11 @@ def _check(body: SpeechRequest, max_chars: int) -> str:
         check_text(body.input)
     except InvalidInput as error:
         raise ApiError(400, str(error).replace("the text", "input", 1), "invalid_text") from None
-    return audio_format
+    if body.stream_format == "sse":
+        return "wav", "sse"
+    if audio_format == "pcm" or (audio_format == "wav" and body.stream_format == "audio"):
+        return "wav", audio_format
+    return audio_format, None
 
 
 @router.post(
@@ -121,9 +134,10 @@ async def speech(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Response:
     """Speak a short text and answer with its audio (OpenAI's ``audio.speech.create``). A retry
-    with the same ``Idempotency-Key`` header gets the same job."""
+    with the same ``Idempotency-Key`` header gets the same job. ``pcm``, and ``wav`` with
+    ``stream_format="audio"``, stream as the audio is made; so does ``stream_format="sse"``."""
     settings = farm.settings
-    audio_format = _check(body, settings.gateway_speech_max_chars)
+    audio_format, streamed = _check(body, settings.gateway_speech_max_chars)
     voice_name = settings.voice if body.voice in OPENAI_VOICES else farm.voice(body.voice)
     voice = farm.voices.get(voice_name)
     pace = voice.length_scale if voice is not None else 1.0
@@ -147,8 +161,12 @@ async def speech(
         length_scale=length_scale,
         key=owned_key(key_name, idempotency_key),
         owner=key_name,
+        stream=streamed is not None,
     )
     job_id = await run_in_threadpool(submit)
+    if streamed is not None:
+        rate = voice.sample_rate if voice is not None else DEFAULT_SAMPLE_RATE
+        return streamed_speech(farm, job_id, streamed, rate)
     try:
         result = await _result_unless_gone(farm, request, job_id)
     except WaitTimeout:

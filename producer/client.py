@@ -14,22 +14,24 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final
 
 from kombu.exceptions import OperationalError
 
+from producer.specs import JobSpec, Queueable
 from ttsfarm.admission import check_cost
 from ttsfarm.errors import (
     BrokerUnavailable,
     InvalidInput,
+    JobFailed,
     JobNotFound,
     PermanentError,
     QueueFull,
     SettingsError,
     StorageUnavailable,
+    WaitTimeout,
 )
 from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, TASK_NAME, finish_queue, make_celery, queued_jobs
 from ttsfarm.farm.registry import JobRegistry
@@ -51,36 +53,10 @@ from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 from ttsfarm.storage import Storage, fetch_checked, open_storage, storage_at
 from ttsfarm.voices import VoiceCatalog
 
+__all__ = ["Client", "JobSpec", "download"]
 
-class Queueable(Protocol):
-    """A job request as the client sends it: synthesis (``JobRequest``) or finishing."""
-
-    @property
-    def job_id(self) -> str: ...
-    def to_dict(self) -> dict[str, Any]: ...
-    def summary(self) -> str: ...
-    def fingerprint(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One job for :meth:`Client.submit_many`."""
-
-    text: str
-    voice: str | None = None
-    speaker: int | None = None
-    length_scale: float | None = None
-    format: str = "wav"
-    key: str | None = None
-    noise_scale: float | None = None
-    noise_w: float | None = None
-    loudness: float | None = None
-    """LUFS to master the audio to (true peaks under -1 dBTP); ``None``: the voice's own level."""
-    sentence_silence: float | None = None
-    """Seconds of silence after each sentence (0 to 2, as piper's ``--sentence-silence``);
-    ``None``: ttsfarm's own pauses."""
-    owner: str | None = None
-    """Who the job belongs to, kept in its record (the gateway's API key name); ``None``: no one."""
+LISTEN_BLOCK_SECONDS: Final = 1.0
+"""How long one read of a streamed job's audio waits for more."""
 
 
 class Client:
@@ -118,7 +94,7 @@ class Client:
         if spec.key is not None:
             check_key(spec.key)
         request = JobRequest(
-            spec.text, options, spec.format, new_job_id(), spec.loudness, spec.sentence_silence
+            spec.text, options, spec.format, new_job_id(), spec.loudness, spec.sentence_silence, spec.stream
         )
         check_cost(
             request.text,
@@ -141,6 +117,7 @@ class Client:
         loudness: float | None = None,
         sentence_silence: float | None = None,
         owner: str | None = None,
+        stream: bool = False,
     ) -> str:
         """Queue one job; returns its id at once. With ``key``, a second submit of the same
         key returns the first job's id and queues nothing. With ``loudness`` (LUFS, such as
@@ -156,6 +133,7 @@ class Client:
             loudness=loudness,
             sentence_silence=sentence_silence,
             owner=owner,
+            stream=stream,
         )
         return self.submit_many([spec])[0]
 
@@ -318,6 +296,26 @@ class Client:
             raise JobNotFound(f"unknown job id {job_id}")
         self._registry.request_cancel(job_id)
         return self.status(job_id)
+
+    def listen(self, job_id: str, timeout: float) -> Iterator[bytes]:
+        """The audio of a job submitted with ``stream=True`` as it is made: 16-bit PCM, mono, at
+        the voice's rate, in blocks. Raises :class:`WaitTimeout` after ``timeout`` seconds with
+        no new audio, and :class:`JobFailed` if the job's attempt stopped (it failed, was
+        cancelled, or will be retried: what was heard so far is not the whole of it)."""
+        after, quiet_since = "0", time.monotonic()
+        while True:
+            entries = self._registry.read_audio(job_id, after, LISTEN_BLOCK_SECONDS)
+            for entry_id, data in entries:
+                after = entry_id
+                if isinstance(data, str):
+                    if data != "succeeded":
+                        raise JobFailed(f"job {job_id} stopped before its audio was complete ({data})")
+                    return
+                yield data
+            if entries:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > timeout:
+                raise WaitTimeout(f"job {job_id} made no audio for {timeout:g} s")
 
     def delete(self, job_id: str) -> JobStatus:
         """Remove a finished job: its audio, its result file and its record. Its idempotency key

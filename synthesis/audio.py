@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -38,15 +39,26 @@ def _fade_in(samples: int) -> np.ndarray:
     return ramp
 
 
+AudioListener = Callable[[np.ndarray], None]
+"""Takes float32 samples as they are written."""
+
+
 class SegmentWriter:
     """Encodes segments and pauses into an audio file as they arrive, and records where each
     one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
     the end, and the file on disk only ever holds the encoded audio."""
 
     def __init__(
-        self, path: Path, sample_rate: int, audio_format: str = "wav", tags: Tags | None = None
+        self,
+        path: Path,
+        sample_rate: int,
+        audio_format: str = "wav",
+        tags: Tags | None = None,
+        listener: AudioListener | None = None,
     ) -> None:
         self.path = path
+        self.listener = listener
+        """Told every block of samples as it is written (a streamed job's publisher)."""
         self.sample_rate = sample_rate
         self.frames = 0
         self.timings: list[SegmentTiming] = []
@@ -61,13 +73,19 @@ class SegmentWriter:
         if not np.isfinite(wave).all():  # never store broken audio as if it were speech
             raise InvalidAudio(f"the engine returned samples that are not numbers for segment {text[:40]!r}")
         start = self.frames
-        self._file.write(fade_edges(wave, self.sample_rate))
+        faded = fade_edges(wave, self.sample_rate)
+        self._file.write(faded)
+        if self.listener is not None:
+            self.listener(faded)
         self.frames += len(wave)
         timing = SegmentTiming(text, start / self.sample_rate, self.frames / self.sample_rate)
         self.timings.append(timing)
         pause = round(pause_after * self.sample_rate)
         if pause:
-            self._file.write(np.zeros(pause, dtype=np.float32))
+            silence = np.zeros(pause, dtype=np.float32)
+            self._file.write(silence)
+            if self.listener is not None:
+                self.listener(silence)
             self.frames += pause
         return timing
 

@@ -13,7 +13,7 @@ from typing import Final
 
 import numpy as np
 
-from synthesis.audio import SegmentWriter
+from synthesis.audio import AudioListener, SegmentWriter
 from synthesis.batching import SegmentBatcher
 from synthesis.engine import EngineItem, Scales
 from synthesis.frontend import TextFrontend
@@ -141,6 +141,7 @@ class Synthesizer:
         progress: ProgressCallback | None = None,
         cancelled: Callable[[], bool] | None = None,
         tags: Tags | None = None,
+        listener: AudioListener | None = None,
     ) -> JobResult:
         """Speak ``request.text`` and store the encoded audio under ``key``, tagged with
         ``tags`` if given (``ttsfarm synth``; farm jobs are not tagged).
@@ -149,15 +150,16 @@ class Synthesizer:
         wait for the whole text to be phonemized. The voice's engine starts loading before the
         first segment is made. With a loudness the speech goes to a WAV file first, which is
         then mastered and encoded (``ttsfarm.synth_file.finish``, in blocks: memory stays
-        bounded), in one of the :attr:`finishing` processes where there are some."""
+        bounded), in one of the :attr:`finishing` processes where there are some. ``listener`` is
+        told the speech as it is written, segment by segment, before any mastering."""
         voice, segments = self._stream(request, preload=True)
         with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
             encoded = folder / f"speech.{request.format}"
             mastered = request.loudness is not None
             if mastered:  # lossless until mastered
-                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav")
+                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav", listener=listener)
             else:
-                writer = SegmentWriter(encoded, voice.sample_rate, request.format, tags)
+                writer = SegmentWriter(encoded, voice.sample_rate, request.format, tags, listener)
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:

@@ -142,6 +142,10 @@ class JobRequest:
     piper's ``--sentence-silence``; ``None`` keeps the pauses of ``ttsfarm.breaks`` (0.3 s after a
     sentence, 0.6 s after a paragraph)."""
 
+    stream: bool = False
+    """Publish the audio as it is made (``JobRegistry.publish_audio``), for a client listening
+    to it (the gateway's streamed speech), as well as storing the whole file."""
+
     def __post_init__(self) -> None:
         check_text(self.text)
         object.__setattr__(self, "format", check_format(self.format))
@@ -156,6 +160,7 @@ class JobRequest:
             "options": self.options.to_dict(),
             "loudness": self.loudness,
             "sentence_silence": self.sentence_silence,
+            **({"stream": True} if self.stream else {}),
         }
 
     def summary(self) -> str:
@@ -199,6 +204,7 @@ class JobRequest:
             job_id=data["job_id"],
             loudness=data.get("loudness"),
             sentence_silence=data.get("sentence_silence"),
+            stream=bool(data.get("stream", False)),
         )
 
 

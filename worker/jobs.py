@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+import numpy as np
+
 from synthesis.pipeline import Progress, Synthesizer
 from ttsfarm.errors import BrokerUnavailable, Cancelled, WorkerStopping
 from ttsfarm.farm.registry import JobRegistry
@@ -57,13 +59,29 @@ def run_job(
     registry: JobRegistry,
     stopping: Callable[[], bool] | None = None,
 ) -> JobResult:
-    """Synthesize ``request`` into storage, keeping the registry up to date (:func:`run_recorded`)."""
+    """Synthesize ``request`` into storage, keeping the registry up to date (:func:`run_recorded`).
+    A streamed request's audio is published as it is made, and its stream closed with how the
+    attempt ended (``succeeded``, or ``stopped``: failed, cancelled, or going to be retried)."""
     key = audio_key(request.job_id, request.format)
+    job_id = request.job_id
+
+    def publish(samples: np.ndarray) -> None:
+        registry.publish_audio(job_id, samples)  # a Redis blip fails the attempt: it is retried
+
+    listener = publish if request.stream else None
 
     def work(progress: Callable[[Progress], None], cancelled: Callable[[], bool]) -> JobResult:
-        return synthesizer.synthesize(request, storage, key, progress, cancelled)
+        return synthesizer.synthesize(request, storage, key, progress, cancelled, listener=listener)
 
-    return run_recorded(request.job_id, work, storage, registry, stopping)
+    if not request.stream:
+        return run_recorded(job_id, work, storage, registry, stopping)
+    try:
+        result = run_recorded(job_id, work, storage, registry, stopping)
+    except BaseException:
+        best_effort(registry.end_audio, job_id, "stopped")
+        raise
+    best_effort(registry.end_audio, job_id, "succeeded")
+    return result
 
 
 def run_recorded(

@@ -4,6 +4,7 @@ A real ``ttsfarm serve``, a real worker, real Redis and the S3 endpoint."""
 
 from __future__ import annotations
 
+import base64
 import io
 import itertools
 import json
@@ -242,3 +243,72 @@ def test_captions_fall_where_the_audio_speaks(gateway: str, redis_url: str, work
         assert before["end"] <= after["start"]
         gap = (before["end"] + after["start"]) / 2
         assert loudness(gap - 0.05, gap + 0.05) < 0.005, (before, after)  # the pause between them
+
+
+STREAMED = " ".join(
+    [
+        "The first sentence comes out of the farm while the rest are still being made.",
+        "A listener hears it at once, and the others follow one after another.",
+        "Nothing waits for the end of the text.",
+    ]
+    * 12
+)
+"""36 sentences, about 2,700 characters: several batches of a CPU worker's 8 segments."""
+
+
+def same_audio(streamed: bytes, stored: bytes) -> bool:
+    """The same samples, to one step of 16 bits (libsndfile rounds a few samples otherwise)."""
+    ours, theirs = (np.frombuffer(pcm, dtype="<i2").astype(np.int32) for pcm in (streamed, stored))
+    return len(ours) == len(theirs) and int(np.abs(ours - theirs).max(initial=0)) <= 1
+
+
+def stored_pcm(api: httpx.Client, job_id: str) -> bytes:
+    """The job's stored WAV as 16-bit PCM, to compare a stream with."""
+    samples, _ = sf.read(io.BytesIO(api.get(f"/v1/jobs/{job_id}/audio").content), dtype="int16")
+    return bytes(samples.tobytes())
+
+
+def test_speech_streams_pcm_as_it_is_made(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    api, _ = keyed_client(gateway, redis_url)
+    body = {"model": "tts-1", "voice": "alloy", "input": STREAMED, "response_format": "pcm"}
+    with api:
+        started = time.monotonic()
+        with api.stream("POST", "/v1/audio/speech", json=body) as answer:
+            assert answer.status_code == 200, answer.read()
+            assert answer.headers["content-type"] == "audio/pcm"
+            assert answer.headers["x-sample-rate"] == "22050"
+            job_id = answer.headers["x-job-id"]
+            blocks = []
+            for block in answer.iter_raw():
+                if not blocks:
+                    first_byte = time.monotonic() - started
+                    first_state = api.get(f"/v1/jobs/{job_id}").json()["state"]
+                blocks.append(block)
+        whole = time.monotonic() - started
+        streamed = b"".join(blocks)
+        assert wait_done(api, job_id)["state"] == "succeeded"
+        assert same_audio(streamed, stored_pcm(api, job_id))
+    assert first_state == "running"  # audio came before the job was done
+    assert first_byte < whole / 2, (first_byte, whole)
+
+
+def test_speech_streams_server_sent_events_and_a_wav(
+    gateway: str, redis_url: str, worker: WorkerProcess
+) -> None:
+    api, _ = keyed_client(gateway, redis_url)
+    body = {"model": "tts-1", "voice": "alloy", "input": SENTENCE, "response_format": "pcm"}
+    with api:
+        events = api.post("/v1/audio/speech", json={**body, "stream_format": "sse"})
+        wav = api.post("/v1/audio/speech", json={**body, "response_format": "wav", "stream_format": "audio"})
+        mp3 = {**body, "response_format": "mp3", "stream_format": "sse"}
+        mp3_events = api.post("/v1/audio/speech", json=mp3)
+        found = [json.loads(line[len("data: ") :]) for line in events.text.splitlines() if line]
+        pcm = b"".join(base64.b64decode(event["audio"]) for event in found[:-1])
+        assert [event["type"] for event in found] == ["speech.audio.delta"] * (len(found) - 1) + [
+            "speech.audio.done"
+        ]
+        assert events.headers["content-type"].startswith("text/event-stream")
+        assert same_audio(pcm, stored_pcm(api, events.headers["x-job-id"]))
+        samples, rate = sf.read(io.BytesIO(wav.content), dtype="int16")
+        assert rate == 22050 and same_audio(samples.tobytes(), stored_pcm(api, wav.headers["x-job-id"]))
+    assert mp3_events.status_code == 400 and "set response_format to pcm" in mp3_events.text

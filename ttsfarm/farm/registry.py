@@ -6,11 +6,13 @@ pending forever); workers move it through running, succeeded, failed or cancelle
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import numpy as np
 import redis
 
 from ttsfarm.errors import BrokerUnavailable, InvalidInput
@@ -19,6 +21,13 @@ from ttsfarm.redact import redact
 
 RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""
+AUDIO_TTL_SECONDS: Final = 600
+"""A streamed job's audio stays in Redis this long after its last block: for the listener only."""
+PCM_SCALE: Final = 32768
+"""Float samples to 16-bit PCM as libsndfile converts them (``floor(x * 32768)``, clipped): a
+stream carries the samples of the job's stored WAV (a few differ by one step)."""
+AUDIO_END: Final = "end"
+"""The field of a stream's last entry: the job's state as its worker left it."""
 KEY_PREFIX: Final = "ttsfarm:"
 CONNECT_TIMEOUT_SECONDS: Final = 3.0
 
@@ -191,6 +200,42 @@ class JobRegistry:
 
     def status(self, job_id: str) -> JobStatus:
         return _status(job_id, self._call("hgetall", self._key(job_id)))
+
+    # A streamed job's audio: a Redis stream its worker writes as segments are made, entries of
+    # 16-bit PCM (base64: the farm's client decodes every answer as text), then an end entry.
+
+    def publish_audio(self, job_id: str, samples: np.ndarray) -> None:
+        """Add float32 ``samples`` to the job's audio stream, as 16-bit PCM."""
+        scaled = np.floor(samples.astype(np.float64) * PCM_SCALE)
+        pcm = np.clip(scaled, -PCM_SCALE, PCM_SCALE - 1).astype("<i2").tobytes()
+        self._append_audio(job_id, {"pcm": base64.b64encode(pcm).decode("ascii")})
+
+    def end_audio(self, job_id: str, state: str) -> None:
+        """Close the job's audio stream: ``state`` says how the job's attempt ended."""
+        self._append_audio(job_id, {AUDIO_END: state})
+
+    def _append_audio(self, job_id: str, entry: dict[str, str]) -> None:
+        pipe = self._redis.pipeline()
+        pipe.xadd(self._audio_key(job_id), entry)  # type: ignore[arg-type]
+        pipe.expire(self._audio_key(job_id), AUDIO_TTL_SECONDS)
+        self._reach(pipe.execute)
+
+    def read_audio(self, job_id: str, after: str, block_seconds: float) -> list[tuple[str, bytes | str]]:
+        """Entries of the job's audio stream after the entry id ``after`` (``"0"``: from the
+        start), waiting up to ``block_seconds`` for one: ``(id, pcm bytes)``, or ``(id, state)``
+        for the end."""
+        found = self._call("xread", {self._audio_key(job_id): after}, block=int(block_seconds * 1000))
+        entries: list[tuple[str, bytes | str]] = []
+        for _, items in found or ():
+            for entry_id, fields in items:
+                if AUDIO_END in fields:
+                    entries.append((entry_id, str(fields[AUDIO_END])))
+                else:
+                    entries.append((entry_id, base64.b64decode(fields["pcm"])))
+        return entries
+
+    def _audio_key(self, job_id: str) -> str:
+        return f"{KEY_PREFIX}audio:{job_id}"
 
     def statuses(self, job_ids: Sequence[str]) -> list[JobStatus]:
         """Each job's status, in order, read in one round trip."""

@@ -1,0 +1,75 @@
+"""Speech streamed as it is made: the audio of a job submitted with ``stream=True``, block by
+block as its worker writes it (``Client.listen``), as raw PCM, as a WAV whose header leaves the
+length open, or as OpenAI's server-sent events.
+
+A client that hangs up mid-stream has its job cancelled. A job that stops before its audio is
+complete (it failed, or will be retried) cuts the stream off, so a client never takes part of the
+audio for the whole of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import struct
+from collections.abc import AsyncIterator, Iterator
+from typing import Final
+
+import anyio
+from starlette.responses import StreamingResponse
+
+from gateway.farm import Farm
+
+log = logging.getLogger(__name__)
+
+STREAMED_FORMATS: Final = ("pcm", "wav")
+"""Response formats whose audio can be sent before the job is done."""
+OPEN_LENGTH: Final = 0xFFFFFFFF
+"""The RIFF and data sizes of a WAV header written before the length is known (as OpenAI's
+streamed WAV has them): players read to the end of the stream."""
+MEDIA_TYPES: Final = {"pcm": "audio/pcm", "wav": "audio/wav", "sse": "text/event-stream"}
+
+
+def open_wav_header(sample_rate: int) -> bytes:
+    """A 16-bit mono PCM WAV header with its lengths left open."""
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return (
+        b"RIFF" + struct.pack("<I", OPEN_LENGTH) + b"WAVE"
+        + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+        + b"data" + struct.pack("<I", OPEN_LENGTH)
+    )  # fmt: skip
+
+
+def sse_event(payload: dict[str, str]) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def streamed_speech(farm: Farm, job_id: str, kind: str, sample_rate: int) -> StreamingResponse:
+    """The answer that streams job ``job_id``'s audio as ``kind`` (pcm, wav or sse)."""
+    headers = {"X-Job-Id": job_id, "X-Sample-Rate": str(sample_rate), "Cache-Control": "no-store"}
+    body = _blocks(farm, job_id, kind, sample_rate)
+    return StreamingResponse(body, media_type=MEDIA_TYPES[kind], headers=headers)
+
+
+async def _blocks(farm: Farm, job_id: str, kind: str, sample_rate: int) -> AsyncIterator[bytes]:
+    chunks: Iterator[bytes] = farm.client.listen(job_id, farm.settings.gateway_speech_timeout_seconds)
+    finished = False
+    try:
+        if kind == "wav":
+            yield open_wav_header(sample_rate)
+        while (chunk := await anyio.to_thread.run_sync(next, chunks, None, limiter=farm.waits)) is not None:
+            if kind == "sse":
+                yield sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(chunk).decode()})
+            else:
+                yield chunk
+        if kind == "sse":
+            yield sse_event({"type": "speech.audio.done"})
+        finished = True
+    finally:
+        if not finished:  # the client hung up, or the job stopped: nobody takes what comes next
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(farm.client.cancel, job_id)
+                except Exception as error:  # the stream is over either way; the log says why
+                    log.warning("job %s: could not cancel it after its stream ended: %s", job_id, error)
