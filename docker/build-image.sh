@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 IMAGE_NAME=${IMAGE_NAME:-ttsfarm}
 REVISION=${REVISION:-HEAD}
 commit=$(git rev-parse --short=12 "$REVISION^{commit}")
-if [[ $REVISION == HEAD ]] && ! git diff --quiet HEAD -- pyproject.toml scripts/constraints.txt ttsfarm synthesis worker producer gateway bench docker; then
+if [[ $REVISION == HEAD ]] && ! git diff --quiet HEAD -- pyproject.toml scripts/constraints.txt ttsfarm synthesis worker producer gateway docker; then
   echo "build-image.sh: note: uncommitted changes are not in the image (it is built from $commit)" >&2
 fi
 
