@@ -47,7 +47,6 @@ runners, encoding, storage; docs/decisions/0008-text-processes.md). Text process
 share of the host leaves."""
 GPU_CONCURRENCY: Final = 32
 CPU_CONCURRENCY: Final = 16
-SHAPE_BUCKETS: Final[dict[str, bool | None]] = {"auto": None, "on": True, "off": False}
 CUDA_LAYOUTS: Final[dict[str, CudaOptions]] = {"nchw": (), "nhwc": (NHWC,)}
 """Extra CUDA provider options of the staged engine's waveform sessions for each
 ``TTSFARM_CUDA_LAYOUT`` (``EngineOptions.waveform_cuda_options``). Never the sessions that predict
@@ -139,7 +138,6 @@ def engine_options(settings: Settings, max_batch: int | None = None) -> EngineOp
         device_id=settings.gpu,
         cpu_threads=settings.cpu_threads,
         precision=settings.precision,
-        shape_buckets=SHAPE_BUCKETS[settings.shape_buckets],
         waveform_cuda_options=waveform_layout(settings.cuda_layout, max_batch, free_bytes),
     )
 

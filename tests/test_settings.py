@@ -22,9 +22,9 @@ from ttsfarm.settings import ENV_PREFIX, Settings
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = ("farm", "storage", "engine", "batching", "gateway", "metrics")
 """The concerns settings are grouped by, in ttsfarm/settings.py and wherever they are listed."""
-NOT_DOCUMENTED = {"shape_buckets"}
-"""A switch to compare with (``ttsfarm bench --buckets/--no-buckets``), not a knob: it is no
-setting a user or an operator is told about, and goes once ``synthesis.build`` stops reading it."""
+NOT_DOCUMENTED: set[str] = set()
+"""Settings no user or operator is told about: none (a switch to compare with is a benchmark's
+option, never a setting)."""
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,9 @@ SENTENCE_SILENCE_RANGE: Final = (0.0, 2.0)
 """Seconds of silence after each sentence a job takes (piper's ``--sentence-silence``). The
 ceiling keeps a job's audio, which admission estimates from its text, near that estimate."""
 
+DEFAULT_LOUDNESS: Final = -18.0
+"""The one loudness (LUFS) ttsfarm masters to unless told another: ``--loudness`` of every
+command, a book's chapters, the speech endpoint. The level audiobooks are published at."""
 LOUDNESS_RANGE: Final = (-40.0, -10.0)
 """Loudness targets (LUFS) a job can be mastered to: spoken word is usually published at -23 to
 -16 (EBU R128 broadcast -23, audiobooks about -18, podcasts -16)."""

@@ -17,6 +17,7 @@ from typing import Final
 import numpy as np
 import soxr
 
+from ttsfarm.job_limits import DEFAULT_LOUDNESS
 from ttsfarm.loudness import (
     BLOCK_HOPS,
     INTERSAMPLE_HEADROOM_DB,
@@ -32,7 +33,7 @@ from ttsfarm.loudness import (
     true_peak,
 )
 
-TARGET_LUFS: Final = -18.0
+TARGET_LUFS: Final = DEFAULT_LOUDNESS
 """Integrated loudness of every chapter: a common target for spoken word."""
 PEAK_CEILING_DBTP: Final = -1.0
 """True peaks (4x oversampled) stay below this, leaving room for lossy encoders."""

@@ -27,7 +27,6 @@ NO_BROKER_MESSAGE: Final = "no broker configured: set TTSFARM_BROKER_URL (e.g. r
 ProviderName = Literal["auto", "cuda", "cpu"]
 PrecisionName = Literal["auto", "fp16", "fp32"]
 EngineName = Literal["auto", "single", "staged"]
-ShapeBuckets = Literal["auto", "on", "off"]
 CudaLayout = Literal["auto", "nchw", "nhwc"]
 
 PROBE_TIMEOUT_SECONDS: Final = 10.0
@@ -122,10 +121,6 @@ class Settings:
     """``staged``: engine v2, the voice in stages with CUDA graphs; ``single``: one session per
     shape bucket; ``auto``: staged on a GPU for batches of 8 and more, else single
     (``synthesis.engines.wants_staged``)."""
-    shape_buckets: ShapeBuckets = "auto"
-    """Fixed batch shapes with one session each: ``auto`` (on for CUDA), ``on`` or ``off``. A
-    switch to compare with (``ttsfarm bench --buckets/--no-buckets`` is the benchmark's); it
-    stays a setting only while ``synthesis.build`` reads it."""
     cuda_layout: CudaLayout = "auto"
     """The convolutions' memory layout of the staged engine's waveform stage on CUDA: ``nchw``,
     ``nhwc`` (onnxruntime's ``prefer_nhwc``, each waveform graph then on an arena of its own:
@@ -267,7 +262,6 @@ _CHOICES: Final = {
     "cuda_layout": CudaLayout,
     "precision": PrecisionName,
     "engine": EngineName,
-    "shape_buckets": ShapeBuckets,
 }
 MIN_PHONEME_IDS: Final = 16
 """The shortest segment budget the text splitter works with (``synthesis.text.Segmenter``)."""

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 
 from ttsfarm.cli.common import utf8
 from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import AUDIO_FORMATS, LOUDNESS_RANGE, check_loudness
+from ttsfarm.jobs import AUDIO_FORMATS, DEFAULT_LOUDNESS, LOUDNESS_RANGE, check_loudness
 from ttsfarm.settings import Settings
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -59,11 +59,6 @@ def sentence_silence_option(func: Command) -> Command:
 FORMAT_METAVAR: Final = "[" + "|".join(AUDIO_FORMATS) + "]"
 """``--format`` shows its choices; a wrong one gets the one-line error of ``check_format``."""
 
-DEFAULT_LOUDNESS: Final = -18.0
-"""What ``--loudness`` masters to unless told otherwise, in ``synth``, ``submit`` and
-``audiobook`` alike: the level audiobooks are published at, which a book's chapters are mastered
-to (``ttsfarm.mastering.TARGET_LUFS``: the CLI does not import that module, which pulls in numpy;
-``tests/test_cli.py`` keeps the two equal)."""
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
