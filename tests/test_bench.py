@@ -81,7 +81,7 @@ def test_sweep_prints_one_line_per_batch_size(engine: Engine) -> None:
 def test_bench_command_on_cpu(tmp_path: Path) -> None:
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
-    args = ["bench", "--provider", "cpu", "--batch-sizes", "1", "--batches", "1", "--short-runs", "1"]
+    args = ["bench", "--cpu", "--batch-sizes", "1", "--batches", "1", "--short-runs", "1"]
     result = CliRunner().invoke(main, [*args, "--text", str(text), "--json", str(tmp_path / "out.json")])
     assert result.exit_code == 0, result.output
     assert TABLE_HEADER in result.output
