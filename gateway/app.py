@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse
 from gateway import health, jobs, speech
 from gateway.auth import KeyFirst
 from gateway.errors import install_handlers
-from gateway.farm import Farm, WorkerCount
+from gateway.farm import Farm, WorkerCount, voice_map
 from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE, BodyLimit, RateLimiter
 from producer.client import Client
@@ -49,16 +49,18 @@ def build_farm(settings: Settings, client: Client | None = None) -> Farm:
     client = client or Client(settings)
     url = client.settings.backend_url or ""
     client.storage  # noqa: B018 - opened once here; boto3 clients are shared safely across threads
+    voices = {voice.name: voice for voice in list_voices(settings.voices_dir)}
     farm = Farm(
         settings=settings,
         client=client,
         keys=KeyStore(url, client.settings.redis_tls()),
         limiter=RateLimiter(url, settings.gateway_rate_limit, client.settings.redis_tls()),
-        voices={voice.name: voice for voice in list_voices(settings.voices_dir)},
+        voices=voices,
         waits=anyio.CapacityLimiter(settings.gateway_speech_waits),
         workers=WorkerCount(client),
         failures=RateLimiter(url, FAILED_KEYS_PER_MINUTE, client.settings.redis_tls()),
         probes=anyio.CapacityLimiter(1),
+        voice_map=voice_map(settings.gateway_voices, voices, settings.voice),
     )
     try:
         if settings.gateway_auth and not farm.keys.list_keys():

@@ -14,6 +14,7 @@ from gateway.errors import ApiError
 from gateway.keys import KeyStore
 from gateway.limits import RateLimiter
 from producer.client import Client
+from ttsfarm.errors import SettingsError
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 
@@ -57,6 +58,9 @@ class Farm:
     probes: anyio.CapacityLimiter
     """The one thread health probes look for workers on: probes, however many, never take the
     threads that serve the API."""
+    voice_map: dict[str, str]
+    """OpenAI's voice names, as the speech endpoint takes them, to the farm's voices
+    (``gateway_voices``)."""
 
     def voice(self, name: str | None, speaker: int | None = None) -> str:
         """The voice a request names (the default if none), once it is one the farm knows by name
@@ -71,6 +75,25 @@ class Farm:
         if voice is not None and speaker is not None:
             voice.speaker_id(speaker)  # VoiceNotFound (400) for a speaker the voice lacks
         return name
+
+
+def voice_map(text: str, voices: dict[str, Voice], default: str) -> dict[str, str]:
+    """``gateway_voices`` (``alloy=joe,nova=amy``) read; :class:`SettingsError` saying what to
+    fix where it names no voice of the farm."""
+    mapped = {}
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        name, _, voice = (part.strip() for part in pair.partition("="))
+        if not name or not voice:
+            raise SettingsError(
+                f"TTSFARM_GATEWAY_VOICES takes name=voice pairs such as alloy=joe, not {pair!r}"
+            )
+        if voice not in voices and voice != default:
+            known = ", ".join(voices) or "none"
+            raise SettingsError(
+                f"TTSFARM_GATEWAY_VOICES maps {name!r} to {voice!r}, not a voice of the farm ({known})"
+            )
+        mapped[name] = voice
+    return mapped
 
 
 def get_farm(request: Request) -> Farm:

@@ -6,7 +6,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from ttsfarm.jobs import DEFAULT_FORMAT, LOUDNESS_RANGE, MAX_TEXT_CHARS, SENTENCE_SILENCE_RANGE, JobStatus
+from ttsfarm.jobs import (
+    DEFAULT_FORMAT,
+    DEFAULT_LOUDNESS,
+    LOUDNESS_RANGE,
+    MAX_TEXT_CHARS,
+    SENTENCE_SILENCE_RANGE,
+    JobStatus,
+)
 
 
 class JobCreate(BaseModel):
@@ -136,6 +143,12 @@ class SpeechRequest(BaseModel):
     )
     speed: StrictFloat = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
+    loudness: StrictFloat | None = Field(
+        DEFAULT_LOUDNESS,
+        description=f"LUFS the audio is mastered to, true peaks under -1 dBTP, as `ttsfarm synth` does "
+        f"(default {DEFAULT_LOUDNESS:g}); null: the voice's own level. Streamed audio is at the voice's "
+        "own level: mastering needs the whole of it.",
+    )
     stream_format: str | None = Field(
         None,
         description="'audio': pcm and wav stream as they are made (other formats come whole); 'sse': "

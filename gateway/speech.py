@@ -57,7 +57,8 @@ OPENAI_VOICES: Final = frozenset(
         "verse",
     }
 )
-"""OpenAI's voice names: clients send them by default, so they speak with the farm's default voice."""
+"""OpenAI's voice names: clients send them by default, so they speak with the voice
+``gateway_voices`` maps them to, else the farm's default voice."""
 """OpenAI's response formats the farm encodes (ogg is ttsfarm's own, Vorbis)."""
 
 DEFAULT_SAMPLE_RATE: Final = 22050
@@ -138,7 +139,9 @@ async def speech(
     ``stream_format="audio"``, stream as the audio is made; so does ``stream_format="sse"``."""
     settings = farm.settings
     audio_format, streamed = _check(body, settings.gateway_speech_max_chars)
-    voice_name = settings.voice if body.voice in OPENAI_VOICES else farm.voice(body.voice)
+    voice_name = farm.voice_map.get(body.voice) or (
+        settings.voice if body.voice in OPENAI_VOICES else farm.voice(body.voice)
+    )
     voice = farm.voices.get(voice_name)
     pace = voice.length_scale if voice is not None else 1.0
     length_scale = None if body.speed == 1.0 else pace / body.speed
@@ -162,6 +165,7 @@ async def speech(
         key=owned_key(key_name, idempotency_key),
         owner=key_name,
         stream=streamed is not None,
+        loudness=None if streamed is not None else body.loudness,
     )
     job_id = await run_in_threadpool(submit)
     if streamed is not None:

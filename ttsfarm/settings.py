@@ -101,8 +101,10 @@ class Settings:
     """The bucket's region (a bucket the workers create gets it); unset: boto3's own."""
     s3_create_bucket: bool = False
     """Create the bucket at worker start if it does not exist."""
-    presign_seconds: int = 7 * 24 * 3600
-    """Lifetime of the presigned URL in a result; 0 gives a plain URL."""
+    presign_seconds: int = 15 * 60
+    """Lifetime of a presigned URL (a job result's, the gateway's audio redirect), in seconds: minutes,
+    so a leaked link soon stops working; 0 gives a plain URL. ``Client.fetch`` and ``ttsfarm fetch``
+    read the audio where it is stored and need none."""
 
     # Engine: the voice, the device, and how the voice runs on it.
     voice: str = "joe"
@@ -171,6 +173,9 @@ class Settings:
     """How long ``POST /v1/audio/speech`` waits for its job before answering 504 with the job id."""
     gateway_speech_waits: int = 64
     """Speech requests one gateway process waits on at once; more are answered 503."""
+    gateway_voices: str = ""
+    """OpenAI's voice names (``alloy``, ``nova``, ...) mapped to the farm's voices, as
+    ``alloy=joe,nova=amy``; a name not listed speaks with ``voice``, the default."""
     gateway_audio_redirect: bool = False
     """``GET /v1/jobs/{id}/audio`` answers with a redirect to a presigned S3 URL instead of
     streaming the audio through the gateway (S3 storage only; its endpoint must be reachable

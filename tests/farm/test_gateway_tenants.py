@@ -25,6 +25,7 @@ from gateway.limits import FAILED_KEYS_PER_MINUTE
 from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
 from ttsfarm.farm.registry import KEY_PREFIX
+from ttsfarm.loudness import integrated_loudness
 
 SENTENCE = "Every key keeps its own jobs."
 LONG_INPUT = " ".join(["The farm reads this long passage aloud, one sentence after another."] * 55)
@@ -312,3 +313,20 @@ def test_speech_streams_server_sent_events_and_a_wav(
         samples, rate = sf.read(io.BytesIO(wav.content), dtype="int16")
         assert rate == 22050 and same_audio(samples.tobytes(), stored_pcm(api, wav.headers["x-job-id"]))
     assert mp3_events.status_code == 400 and "set response_format to pcm" in mp3_events.text
+
+
+def test_speech_is_mastered_as_synth_masters_it(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    api, _ = keyed_client(gateway, redis_url)
+    body = {"model": "tts-1", "voice": "alloy", "input": SENTENCE * 3, "response_format": "wav"}
+    with api:
+        mastered = api.post("/v1/audio/speech", json=body)
+        own = api.post("/v1/audio/speech", json={**body, "loudness": None})
+        quiet = api.post("/v1/audio/speech", json={**body, "loudness": -23})
+    levels = {}
+    for name, answer in (("mastered", mastered), ("own", own), ("quiet", quiet)):
+        assert answer.status_code == 200, answer.text
+        samples, rate = sf.read(io.BytesIO(answer.content), dtype="float32")
+        levels[name] = integrated_loudness(samples, rate)
+    assert levels["mastered"] == pytest.approx(-18.0, abs=0.5)
+    assert levels["quiet"] == pytest.approx(-23.0, abs=0.5)
+    assert levels["own"] < -21  # joe's own level: about -24 to -27 LUFS
