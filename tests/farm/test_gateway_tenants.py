@@ -12,6 +12,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -330,3 +331,40 @@ def test_speech_is_mastered_as_synth_masters_it(gateway: str, redis_url: str, wo
     assert levels["mastered"] == pytest.approx(-18.0, abs=0.5)
     assert levels["quiet"] == pytest.approx(-23.0, abs=0.5)
     assert levels["own"] < -21  # joe's own level: about -24 to -27 LUFS
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_oversized_headers_are_cut_off_and_memory_stays_flat(
+    redis_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Fifty clients each sending an unfinished 2 MB header line: each is cut off at the head's
+    limit, the gateway's memory does not grow with what they send, and it still answers."""
+    for process in start_gateway(tmp_path_factory, farm_env(redis_url, s3_endpoint)):
+        host, port = "127.0.0.1", process.port
+        before = rss_mib(process.process.pid)
+        cut_off = 0
+        for _ in range(50):
+            with socket.create_connection((host, port), timeout=10) as connection:
+                connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nX-Filler: ")
+                try:
+                    for _ in range(64):
+                        connection.sendall(b"a" * 32 * 1024)
+                except (BrokenPipeError, ConnectionResetError):
+                    cut_off += 1
+                    continue
+                connection.settimeout(10)
+                try:
+                    answer = connection.recv(1024)
+                except ConnectionResetError:
+                    answer = b""
+                cut_off += answer == b"" or answer.startswith(b"HTTP/1.1 4")
+        grown = rss_mib(process.process.pid) - before
+        assert httpx.get(f"{process.url}/healthz", timeout=10).status_code == 200
+    assert cut_off == 50
+    assert grown < 30, f"the gateway grew by {grown:.0f} MiB"

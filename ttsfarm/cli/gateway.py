@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from gateway.keys import KeyStore
 
 DEFAULT_PORT: Final = 8000
+HEAD_BYTES: Final = 16 * 1024
+"""Largest request line and headers one request may send; more closes the connection."""
+CONNECTIONS: Final = 1000
+"""Connections and tasks one gateway process serves at once; past them it answers 503."""
+KEEP_ALIVE_SECONDS: Final = 5
+"""How long an idle connection is kept open for the client's next request."""
 
 
 def _farm_settings(settings: Settings) -> Settings:
@@ -41,7 +47,18 @@ def serve(settings: Settings, host: str, port: int, workers: int, log_level: str
     import uvicorn
 
     _farm_settings(settings)
-    common = {"host": host, "port": port, "log_level": log_level, "proxy_headers": True}
+    common = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "proxy_headers": True,
+        # h11, not httptools: its parser holds a request's head to a size (httptools has no limit,
+        # and one unfinished 300 MB header line grew the process by 386 MiB)
+        "http": "h11",
+        "h11_max_incomplete_event_size": HEAD_BYTES,
+        "limit_concurrency": CONNECTIONS,
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+    }
     if workers == 1:
         from gateway.app import create_app
 
