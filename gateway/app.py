@@ -22,6 +22,7 @@ from gateway.errors import install_handlers
 from gateway.farm import Farm, WorkerCount, voice_map
 from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE, BodyLimit, RateLimiter
+from gateway.quotas import Quotas
 from producer.client import Client
 from ttsfarm.errors import BrokerUnavailable
 from ttsfarm.settings import Settings
@@ -60,6 +61,13 @@ def build_farm(settings: Settings, client: Client | None = None) -> Farm:
         workers=WorkerCount(client),
         failures=RateLimiter(url, FAILED_KEYS_PER_MINUTE, client.settings.redis_tls()),
         probes=anyio.CapacityLimiter(1),
+        quotas=Quotas(
+            url,
+            settings.gateway_key_jobs,
+            settings.gateway_key_chars_per_day,
+            settings.gateway_key_speech_waits,
+            client.settings.redis_tls(),
+        ),
         voice_map=voice_map(settings.gateway_voices, voices, settings.voice),
     )
     try:

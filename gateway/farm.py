@@ -13,6 +13,7 @@ from starlette.requests import Request
 from gateway.errors import ApiError
 from gateway.keys import KeyStore
 from gateway.limits import RateLimiter
+from gateway.quotas import Quotas
 from producer.client import Client
 from ttsfarm.errors import SettingsError
 from ttsfarm.settings import Settings
@@ -58,6 +59,8 @@ class Farm:
     probes: anyio.CapacityLimiter
     """The one thread health probes look for workers on: probes, however many, never take the
     threads that serve the API."""
+    quotas: Quotas
+    """What one key may hold of what all keys share (``gateway.quotas``)."""
     voice_map: dict[str, str]
     """OpenAI's voice names, as the speech endpoint takes them, to the farm's voices
     (``gateway_voices``)."""

@@ -87,7 +87,9 @@ def submit_job(
         key=owned_key(key_name, body.idempotency_key or idempotency_key),
         owner=key_name,
     )
+    farm.quotas.admit(key_name, len(spec.text))
     (job_id,) = farm.client.submit_many([spec])
+    farm.quotas.taken(key_name, job_id)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return view(known_status(farm, job_id, key_name))
 

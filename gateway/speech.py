@@ -12,6 +12,7 @@ same ``Idempotency-Key`` header gets the same job.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Final
 
@@ -167,12 +168,14 @@ async def speech(
         stream=streamed is not None,
         loudness=None if streamed is not None else body.loudness,
     )
-    job_id = await run_in_threadpool(submit)
     if streamed is not None:
+        job_id = await _submitted(farm, key_name, submit, len(body.input))
         rate = voice.sample_rate if voice is not None else DEFAULT_SAMPLE_RATE
         return streamed_speech(farm, job_id, streamed, rate)
     try:
-        result = await _result_unless_gone(farm, request, job_id)
+        with farm.quotas.speech_wait(key_name):  # before the job: a refusal leaves none behind
+            job_id = await _submitted(farm, key_name, submit, len(body.input))
+            result = await _result_unless_gone(farm, request, job_id)
     except WaitTimeout:
         raise ApiError(
             504,
@@ -186,6 +189,14 @@ async def speech(
     answer = await run_in_threadpool(audio_response, farm, result, False)
     answer.headers["X-Job-Id"] = job_id
     return answer
+
+
+async def _submitted(farm: Farm, key_name: str, submit: Callable[[], str], characters: int) -> str:
+    """Submit a speech job within the key's quotas (``gateway.quotas``); its id."""
+    await run_in_threadpool(farm.quotas.admit, key_name, characters)
+    job_id = await run_in_threadpool(submit)
+    await run_in_threadpool(farm.quotas.taken, key_name, job_id)
+    return job_id
 
 
 async def _result_unless_gone(farm: Farm, request: Request, job_id: str) -> JobResult | None:

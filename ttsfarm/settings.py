@@ -164,6 +164,14 @@ class Settings:
     off only where another layer in front of the gateway authenticates every request."""
     gateway_rate_limit: int = 600
     """Requests one API key may make per minute through the gateway; 0 means no limit."""
+    gateway_key_jobs: int = 1000
+    """Jobs one API key may have queued or running at once (across all gateways); 0 means no
+    limit. Past it the key's submissions get 429 until some finish."""
+    gateway_key_chars_per_day: int = 0
+    """Characters one API key may submit per day (UTC), across all gateways; 0 means no limit."""
+    gateway_key_speech_waits: int = 16
+    """Speech requests one API key may have waiting on one gateway process (of
+    ``gateway_speech_waits``); 0 means no limit of its own."""
     gateway_max_body_bytes: int = 2 * 1024 * 1024
     """Largest request body the gateway reads: room for a job's 200,000 characters as escaped JSON."""
     gateway_speech_max_chars: int = 4096

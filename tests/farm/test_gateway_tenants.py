@@ -21,8 +21,10 @@ import pytest
 import redis
 import soundfile as sf
 
+from gateway.errors import ApiError
 from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE
+from gateway.quotas import Quotas
 from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
 from ttsfarm.farm.registry import KEY_PREFIX
@@ -368,3 +370,42 @@ def test_oversized_headers_are_cut_off_and_memory_stays_flat(
         assert httpx.get(f"{process.url}/healthz", timeout=10).status_code == 200
     assert cut_off == 50
     assert grown < 30, f"the gateway grew by {grown:.0f} MiB"
+
+
+def test_one_key_cannot_use_up_what_all_keys_share(
+    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Jobs in flight and characters a day are counted per key: a key past its share gets 429,
+    and every other key goes on. (No worker reads this database: jobs stay queued.)"""
+    url = f"{REDIS_SERVER}/10"  # a database of its own, which no worker reads
+    redis.Redis.from_url(url).flushdb()
+    env = farm_env(url, s3_endpoint, TTSFARM_GATEWAY_KEY_JOBS="2", TTSFARM_GATEWAY_KEY_CHARS_PER_DAY="200")
+    for process in start_gateway(tmp_path_factory, env):
+        greedy, _ = keyed_client(process.url, url)
+        other, _ = keyed_client(process.url, url)
+        wordy, _ = keyed_client(process.url, url)
+        with greedy, other, wordy:
+            first, second, third = (greedy.post("/v1/jobs", json={"text": f"Job {n}."}) for n in range(3))
+            assert [first.status_code, second.status_code] == [202, 202]
+            assert third.status_code == 429 and third.json()["error"]["code"] == "too_many_jobs"
+            assert other.post("/v1/jobs", json={"text": "Mine."}).status_code == 202
+            assert greedy.delete(f"/v1/jobs/{first.json()['id']}").status_code == 200  # cancelled
+            assert greedy.post("/v1/jobs", json={"text": "Again."}).status_code == 202
+
+            assert wordy.post("/v1/jobs", json={"text": "a" * 150}).status_code == 202
+            over = wordy.post("/v1/jobs", json={"text": "b" * 100})
+            assert over.status_code == 429 and over.json()["error"]["code"] == "daily_characters"
+            assert 0 < int(over.headers["retry-after"]) <= 24 * 3600
+            assert wordy.post("/v1/jobs", json={"text": "c" * 40}).status_code == 202  # what is left
+
+
+def test_one_key_cannot_hold_every_speech_wait(redis_url: str) -> None:
+    quotas = Quotas(redis_url, jobs_in_flight=0, chars_per_day=0, speech_waits=2)
+    with quotas.speech_wait("greedy"), quotas.speech_wait("greedy"):
+        with pytest.raises(ApiError) as refused, quotas.speech_wait("greedy"):
+            pass
+        with quotas.speech_wait("other"):
+            pass
+    assert refused.value.status == 503 and "2 speech requests waiting" in refused.value.message
+    with quotas.speech_wait("greedy"):  # let go when they ended
+        pass
