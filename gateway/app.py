@@ -16,8 +16,9 @@ import anyio
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
-from gateway import health, jobs, speech
+from gateway import account, health, jobs, speech
 from gateway.auth import KeyFirst
+from gateway.callbacks import CallbackSender
 from gateway.errors import install_handlers
 from gateway.farm import Farm, WorkerCount, voice_map
 from gateway.keys import KeyStore
@@ -51,10 +52,18 @@ def build_farm(settings: Settings, client: Client | None = None) -> Farm:
     url = client.settings.backend_url or ""
     client.storage  # noqa: B018 - opened once here; boto3 clients are shared safely across threads
     voices = {voice.name: voice for voice in list_voices(settings.voices_dir)}
+    keys = KeyStore(url, client.settings.redis_tls())
     farm = Farm(
         settings=settings,
         client=client,
-        keys=KeyStore(url, client.settings.redis_tls()),
+        keys=keys,
+        callbacks=CallbackSender(
+            url,
+            client.statuses,
+            lambda status: jobs.view(status).model_dump_json().encode(),
+            keys.callback_secret,
+            client.settings.redis_tls(),
+        ),
         limiter=RateLimiter(url, settings.gateway_rate_limit, client.settings.redis_tls()),
         voices=voices,
         waits=anyio.CapacityLimiter(settings.gateway_speech_waits),
@@ -87,9 +96,11 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         farm = await anyio.to_thread.run_sync(build_farm, settings)
         app.state.farm = farm
+        farm.callbacks.start()
         try:
             yield
         finally:
+            await anyio.to_thread.run_sync(farm.callbacks.stop)
             farm.client.close()
 
     app = FastAPI(
@@ -108,6 +119,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes)
     app.add_middleware(KeyFirst)  # outermost: the key before the body
     app.include_router(jobs.router)
+    app.include_router(account.router)
     app.include_router(speech.router)
     app.include_router(health.router)
     page = files("gateway").joinpath("static/index.html").read_text(encoding="utf-8")

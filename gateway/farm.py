@@ -10,6 +10,7 @@ from typing import Final
 import anyio
 from starlette.requests import Request
 
+from gateway.callbacks import CallbackSender
 from gateway.errors import ApiError
 from gateway.keys import KeyStore
 from gateway.limits import RateLimiter
@@ -59,6 +60,8 @@ class Farm:
     probes: anyio.CapacityLimiter
     """The one thread health probes look for workers on: probes, however many, never take the
     threads that serve the API."""
+    callbacks: CallbackSender
+    """Posts each job's callback once it ended (``gateway.callbacks``)."""
     quotas: Quotas
     """What one key may hold of what all keys share (``gateway.quotas``)."""
     voice_map: dict[str, str]

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Header, Path, Query, Response
 
 from gateway.audio import AUDIO_RESPONSES, audio_response
 from gateway.auth import ApiKeyName, FarmDep
+from gateway.callbacks import check_callback_url
 from gateway.errors import ApiError
 from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
@@ -48,6 +49,14 @@ def check_job_text(text: str) -> str:
 def owned_key(key_name: str, idempotency_key: str | None) -> str | None:
     """An idempotency key in the caller's own space: one API key's never returns another's job."""
     return f"{key_name}:{idempotency_key}" if idempotency_key else None
+
+
+def check_callback(farm: Farm, url: str) -> None:
+    """400 for a callback this gateway cannot post: a URL it does not take, or no keys to sign."""
+    if not farm.settings.gateway_auth:
+        message = "callbacks are signed with an API key's secret: this gateway has keys off"
+        raise ApiError(400, message, "no_keys")
+    check_callback_url(url)
 
 
 def known_status(farm: Farm, job_id: str, key_name: str) -> JobStatus:
@@ -87,9 +96,13 @@ def submit_job(
         key=owned_key(key_name, body.idempotency_key or idempotency_key),
         owner=key_name,
     )
+    if body.callback_url is not None:
+        check_callback(farm, body.callback_url)
     farm.quotas.admit(key_name, len(spec.text))
     (job_id,) = farm.client.submit_many([spec])
     farm.quotas.taken(key_name, job_id)
+    if body.callback_url is not None:
+        farm.callbacks.add(job_id, body.callback_url, key_name)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return view(known_status(farm, job_id, key_name))
 

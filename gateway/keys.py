@@ -9,7 +9,10 @@ no dictionary to try, so a slow password hash would only slow every request.
 Layout in Redis::
 
     ttsfarm:gateway:keys        hash  name -> key id
-    ttsfarm:gateway:key:<id>    hash  name, sha256, created_at
+    ttsfarm:gateway:key:<id>    hash  name, sha256, created_at, callback_secret
+
+A key's callback secret signs the callbacks of its jobs (``gateway.callbacks``); unlike the key,
+it is kept as it is, since the gateway signs with it, and the key's holder can read it.
 
 Every gateway process reads the same records, so a key added or revoked anywhere counts at once
 on every gateway.
@@ -71,7 +74,12 @@ class KeyStore:
             raise InvalidInput(
                 f"there is a key called {name!r} already: revoke it first, or pick another name"
             )
-        record = {"name": name, "sha256": _digest(secret), "created_at": repr(time.time())}
+        record = {
+            "name": name,
+            "sha256": _digest(secret),
+            "created_at": repr(time.time()),
+            "callback_secret": secrets.token_urlsafe(_SECRET_BYTES),
+        }
         reach(self.url, self._redis.hset, RECORD_PREFIX + key_id, mapping=record)
         return f"{KEY_PREFIX_TEXT}_{key_id}_{secret}"
 
@@ -94,6 +102,16 @@ class KeyStore:
         pipe.delete(RECORD_PREFIX + key_id)
         pipe.hdel(NAMES_KEY, name)
         reach(self.url, pipe.execute)
+
+    def callback_secret(self, name: str) -> str:
+        """The secret that signs the callbacks of ``name``'s jobs (made now for a key from before
+        callbacks, which had none)."""
+        key_id = reach(self.url, self._redis.hget, NAMES_KEY, name)
+        if key_id is None:
+            raise InvalidInput(f"no key called {name!r}")
+        made = secrets.token_urlsafe(_SECRET_BYTES)
+        reach(self.url, self._redis.hsetnx, RECORD_PREFIX + key_id, "callback_secret", made)
+        return str(reach(self.url, self._redis.hget, RECORD_PREFIX + key_id, "callback_secret"))
 
     def verify(self, key: str) -> str | None:
         """The name of the key, or ``None`` if it is not a key that is in force."""

@@ -42,6 +42,11 @@ class JobCreate(BaseModel):
         f"{SENTENCE_SILENCE_RANGE[1]:g}), as piper's --sentence-silence; unset: 0.3 s after a sentence, "
         "0.6 s after a paragraph.",
     )
+    callback_url: str | None = Field(
+        None,
+        description="Posted the job (as GET /v1/jobs/{id} shows it) once it ends, signed with the "
+        "key's callback secret (GET /v1/keys/me): see the X-Ttsfarm-Signature header.",
+    )
     idempotency_key: str | None = Field(
         None,
         max_length=200,
@@ -166,6 +171,14 @@ class Model(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[Model]
+
+
+class KeyView(BaseModel):
+    name: str
+    callback_secret: str = Field(
+        description="Signs the callbacks of this key's jobs: X-Ttsfarm-Signature is sha256= and the "
+        "hex HMAC-SHA256 of '<X-Ttsfarm-Timestamp>.<body>' with it."
+    )
 
 
 class Health(BaseModel):

@@ -5,10 +5,14 @@ A real ``ttsfarm serve``, a real worker, real Redis and the S3 endpoint."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import http.server
 import io
 import itertools
 import json
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -409,3 +413,58 @@ def test_one_key_cannot_hold_every_speech_wait(redis_url: str) -> None:
     assert refused.value.status == 503 and "2 speech requests waiting" in refused.value.message
     with quotas.speech_wait("greedy"):  # let go when they ended
         pass
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A real HTTP endpoint for callbacks: answers 500 to the first ``failures`` posts, then 204."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.posts: list[tuple[float, dict[str, str], bytes]] = []
+        self.arrived = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.posts.append((time.monotonic(), dict(self.headers), body))
+                failing = len(receiver.posts) <= receiver.failures
+                self.send_response(500 if failing else 204)
+                self.end_headers()
+                if not failing:
+                    receiver.arrived.set()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+def test_a_job_calls_back_signed_and_retried(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    receiver = Receiver(failures=1)
+    api, name = keyed_client(gateway, redis_url)
+    try:
+        with api:
+            secret = api.get("/v1/keys/me").json()["callback_secret"]
+            made = api.post("/v1/jobs", json={"text": SENTENCE, "callback_url": receiver.url})
+            assert made.status_code == 202, made.text
+            refused = api.post("/v1/jobs", json={"text": SENTENCE, "callback_url": "ftp://example.com/x"})
+            assert receiver.arrived.wait(120), "no callback arrived"
+    finally:
+        receiver.shutdown()
+    assert refused.status_code == 400 and "http or https URL" in refused.json()["error"]["message"]
+    assert len(receiver.posts) == 2  # refused once, then delivered
+    (first_at, _, _), (second_at, headers, body) = receiver.posts
+    assert second_at - first_at >= 0.9  # tried again after a second
+    job = json.loads(body)
+    assert job["id"] == made.json()["id"] == headers["X-Ttsfarm-Job-Id"] and job["state"] == "succeeded"
+    stamp = headers["X-Ttsfarm-Timestamp"]
+    expected = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    assert headers["X-Ttsfarm-Signature"] == f"sha256={expected}"
+    assert abs(time.time() - int(stamp)) < 120
+    assert KeyStore(redis_url).callback_secret(name) == secret
