@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import struct
 from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
@@ -20,25 +19,13 @@ import anyio
 from starlette.responses import StreamingResponse
 
 from gateway.farm import Farm
+from ttsfarm.pcm import open_wav_header
 
 log = logging.getLogger(__name__)
 
 STREAMED_FORMATS: Final = ("pcm", "wav")
 """Response formats whose audio can be sent before the job is done."""
-OPEN_LENGTH: Final = 0xFFFFFFFF
-"""The RIFF and data sizes of a WAV header written before the length is known (as OpenAI's
-streamed WAV has them): players read to the end of the stream."""
 MEDIA_TYPES: Final = {"pcm": "audio/pcm", "wav": "audio/wav", "sse": "text/event-stream"}
-
-
-def open_wav_header(sample_rate: int) -> bytes:
-    """A 16-bit mono PCM WAV header with its lengths left open."""
-    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
-    return (
-        b"RIFF" + struct.pack("<I", OPEN_LENGTH) + b"WAVE"
-        + b"fmt " + struct.pack("<I", len(fmt)) + fmt
-        + b"data" + struct.pack("<I", OPEN_LENGTH)
-    )  # fmt: skip
 
 
 def sse_event(payload: dict[str, str]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from ttsfarm.inputs import check_writable, format_for
 from ttsfarm.jobs import JobRequest, check_format, check_sentence_silence
 from ttsfarm.settings import Settings
 
+if TYPE_CHECKING:
+    import numpy as np
+
 
 @click.command()
 @click.argument("text", required=False)
@@ -32,7 +36,10 @@ from ttsfarm.settings import Settings
     help="Audio file to write ('-' for standard output); with --lines or --jsonl, the folder.",
 )
 @click.option(
-    "--format", "audio_format", metavar=FORMAT_METAVAR, help="Default: from the file name; wav for '-'."
+    "--format",
+    "audio_format",
+    metavar=FORMAT_METAVAR,
+    help="Default: from the file name; wav for '-'. With -o -, 'pcm' streams raw 16-bit samples.",
 )
 @voice_options
 @click.option("--noise-scale", type=float, help="Generator noise, 0 to 2 (0: the same audio every run).")
@@ -113,6 +120,9 @@ def synth(
         raise click.UsageError("--fail-fast goes with --lines or --jsonl")
     to_stdout = str(output) == "-"
     text = text_from(text, text_file)
+    streamed = streamed_kind(to_stdout, audio_format, loudness)
+    if streamed == "pcm":
+        audio_format, loudness = "wav", None  # the file made beside the stream, and dropped
     audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
     request = JobRequest(text, options, audio_format, loudness=loudness, sentence_silence=sentence_silence)
     tags = Tags(title or title_from(text), options.voice)
@@ -126,10 +136,16 @@ def synth(
         # the pipeline masters, encodes and tags the file, then copies it into place whole
         place = Path(folder) / f"out.{audio_format}" if to_stdout else output.resolve()
         storage, key = LocalStorage(place.parent), place.name
+        rate = synthesizer.voice(options.voice).sample_rate
+        listener = StdoutStream(streamed, rate) if streamed else None
         with ProgressBar("synth", disable=quiet) as bar:
-            result = synthesizer.synthesize(request, storage, key, progress=bar.update, tags=tags)
+            result = synthesizer.synthesize(
+                request, storage, key, progress=bar.update, tags=tags, listener=listener
+            )
         elapsed = time.perf_counter() - started
-        if to_stdout:
+        if streamed:
+            result = replace(result, location="standard output", format=streamed)
+        elif to_stdout:
             sys.stdout.buffer.write(Path(result.location).read_bytes())
             sys.stdout.buffer.flush()
             result = replace(result, location="standard output")
@@ -143,6 +159,45 @@ def synth(
             f"mean size {stats.mean_batch_size:.2f}, padding {stats.padding_ratio:.1%}",
             err=True,
         )
+
+
+def streamed_kind(to_stdout: bool, audio_format: str | None, loudness: float | None) -> str | None:
+    """How ``synth -o -`` streams the audio as it is made: ``pcm`` (raw 16-bit samples, as
+    piper's ``--output-raw``), ``wav`` (a header with open lengths, then the samples: with
+    ``--loudness off``, since mastering needs the whole), or ``None``: written whole at the end."""
+    if not to_stdout:
+        if audio_format == "pcm":
+            raise click.UsageError("--format pcm streams raw samples to standard output: give -o -")
+        return None
+    if audio_format == "pcm":
+        if loudness is not None and loudness_given():
+            raise click.UsageError("pcm streams the voice's own level as it is made: leave out --loudness")
+        return "pcm"
+    return "wav" if (audio_format or "wav") == "wav" and loudness is None else None
+
+
+def loudness_given() -> bool:
+    context = click.get_current_context()
+    return context.get_parameter_source("loudness") is not click.core.ParameterSource.DEFAULT
+
+
+class StdoutStream:
+    """Writes the samples to standard output as the pipeline writes them: 16-bit PCM, after an
+    open-length WAV header for ``wav``."""
+
+    def __init__(self, kind: str, sample_rate: int) -> None:
+        self.out = sys.stdout.buffer
+        self.header = kind == "wav"
+        self.sample_rate = sample_rate
+
+    def __call__(self, samples: np.ndarray) -> None:
+        from ttsfarm.pcm import open_wav_header, pcm16
+
+        if self.header:
+            self.out.write(open_wav_header(self.sample_rate))
+            self.header = False
+        self.out.write(pcm16(samples))
+        self.out.flush()
 
 
 @click.command()

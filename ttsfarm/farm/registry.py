@@ -17,15 +17,13 @@ import redis
 
 from ttsfarm.errors import BrokerUnavailable, InvalidInput
 from ttsfarm.jobs import JobResult, JobStatus
+from ttsfarm.pcm import pcm16
 from ttsfarm.redact import redact
 
 RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""
 AUDIO_TTL_SECONDS: Final = 600
 """A streamed job's audio stays in Redis this long after its last block: for the listener only."""
-PCM_SCALE: Final = 32768
-"""Float samples to 16-bit PCM as libsndfile converts them (``floor(x * 32768)``, clipped): a
-stream carries the samples of the job's stored WAV (a few differ by one step)."""
 AUDIO_END: Final = "end"
 """The field of a stream's last entry: the job's state as its worker left it."""
 KEY_PREFIX: Final = "ttsfarm:"
@@ -206,9 +204,7 @@ class JobRegistry:
 
     def publish_audio(self, job_id: str, samples: np.ndarray) -> None:
         """Add float32 ``samples`` to the job's audio stream, as 16-bit PCM."""
-        scaled = np.floor(samples.astype(np.float64) * PCM_SCALE)
-        pcm = np.clip(scaled, -PCM_SCALE, PCM_SCALE - 1).astype("<i2").tobytes()
-        self._append_audio(job_id, {"pcm": base64.b64encode(pcm).decode("ascii")})
+        self._append_audio(job_id, {"pcm": base64.b64encode(pcm16(samples)).decode("ascii")})
 
     def end_audio(self, job_id: str, state: str) -> None:
         """Close the job's audio stream: ``state`` says how the job's attempt ended."""
