@@ -18,6 +18,7 @@ import redis
 import soundfile as sf
 from click.testing import CliRunner
 
+from gateway.keys import KeyStore
 from tests.farm.conftest import (
     REDIS_SERVER,
     GatewayProcess,
@@ -26,6 +27,7 @@ from tests.farm.conftest import (
     free_port,
     new_key,
     start_gateway,
+    wait_for,
 )
 from ttsfarm.cli import main
 from ttsfarm.farm.registry import JobRegistry
@@ -294,13 +296,14 @@ def test_local_storage_streams_and_rate_limit(local_gateway: tuple[GatewayProces
     # A job finished the way a worker records one, with its audio in the storage folder.
     job_id, data = uuid.uuid4().hex, b"RIFF" + bytes(range(256)) * 300
     (folder / audio_key(job_id, "wav")).write_bytes(data)
+    owner = f"local-{uuid.uuid4().hex[:8]}"
     registry = JobRegistry(url)
-    registry.created(job_id)
+    registry.created(job_id, owner=owner)  # a job belongs to the key that made it
     digest = hashlib.sha256(data).hexdigest()
     location = str(folder / audio_key(job_id, "wav"))
     registry.succeeded(job_id, JobResult(job_id, location, None, "wav", 22050, 1.0, len(data), digest, ()))
 
-    headers = {"Authorization": f"Bearer {new_key(url)}"}
+    headers = {"Authorization": f"Bearer {KeyStore(url).add(owner)}"}
     if time.time() % 60 > 50:  # the six requests below must fall in one minute's window
         time.sleep(60.5 - time.time() % 60)
     with httpx.Client(base_url=process.url, headers=headers) as api:
@@ -320,19 +323,32 @@ def test_local_storage_streams_and_rate_limit(local_gateway: tuple[GatewayProces
 
 
 def test_speech_answers_504_when_slow_and_503_when_busy(
-    local_gateway: tuple[GatewayProcess, str, Path],
+    local_gateway: tuple[GatewayProcess, str, Path], s3_endpoint: str, tmp_path: Path
 ) -> None:
+    """A worker answers pings but reads another queue: the speech job waits, and times out."""
     process, url, _ = local_gateway
+    idle_env = farm_env(url, s3_endpoint, TTSFARM_QUEUE="nobody-submits-here")
+    idle = WorkerProcess(idle_env, tmp_path / "idle-worker.log", "idle", concurrency=1)
+    try:
+        ask_slow_and_busy(process, url)
+    finally:
+        idle.stop()
+
+
+def ask_slow_and_busy(process: GatewayProcess, url: str) -> None:
     speech = {"model": "tts-1", "voice": "alloy", "input": "Nobody will speak this."}
 
     def ask(results: list[httpx.Response]) -> None:
         headers = {"Authorization": f"Bearer {new_key(url)}"}
         results.append(httpx.post(f"{process.url}/v1/audio/speech", json=speech, headers=headers, timeout=30))
 
+    jobs = redis.Redis.from_url(url)
+    before = len(list(jobs.scan_iter("ttsfarm:job:*")))
     first: list[httpx.Response] = []
     waiting = threading.Thread(target=ask, args=(first,))
     waiting.start()
-    time.sleep(0.7)  # the first request is waiting on its job now (no worker reads this database)
+    wait_for(lambda: len(list(jobs.scan_iter("ttsfarm:job:*"))) > before, 10, "the first request's job")
+    time.sleep(0.2)  # then it waits on it (no worker reads its queue)
     second: list[httpx.Response] = []
     ask(second)
     waiting.join()
@@ -340,6 +356,7 @@ def test_speech_answers_504_when_slow_and_503_when_busy(
     assert "waiting on 1 speech requests already" in second[0].json()["error"]["message"]
     slow = first[0]
     assert slow.status_code == 504, slow.text
+    assert slow.headers["x-should-retry"] == "false"  # the job is there: a retry would add one
     job_id = slow.json()["error"]["message"].split()[1]
     assert f"GET /v1/jobs/{job_id}" in slow.json()["error"]["message"]
     assert JobRegistry(url).status(job_id).state == "queued"  # it is still a job, to follow or cancel
