@@ -457,6 +457,7 @@ def test_a_job_calls_back_signed_and_retried(gateway: str, redis_url: str, worke
             assert receiver.arrived.wait(120), "no callback arrived"
     finally:
         receiver.shutdown()
+        receiver.server_close()
     assert refused.status_code == 400 and "http or https URL" in refused.json()["error"]["message"]
     assert len(receiver.posts) == 2  # refused once, then delivered
     (first_at, _, _), (second_at, headers, body) = receiver.posts
