@@ -10,10 +10,12 @@ from typing import Any, Final
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.farm import Farm
+from gateway.streaming import transcoded
 from ttsfarm.jobs import CONTENT_TYPES, JobResult
+from ttsfarm.transcoder import MEDIA_TYPES, WAV_INPUT
 
 AUDIO_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
-    200: {"content": {kind: {} for kind in sorted(set(CONTENT_TYPES.values()))}}
+    200: {"content": {kind: {} for kind in sorted({*CONTENT_TYPES.values(), *MEDIA_TYPES.values()})}}
 }
 """The OpenAPI description of a route that answers with audio: one media type per format."""
 
@@ -82,3 +84,15 @@ def audio_response(
     headers["Content-Range"] = f"bytes {first}-{last}/{result.size}"
     stream = storage.stream(key, first, last)
     return StreamingResponse(stream, status_code=PARTIAL, media_type=media_type, headers=headers)
+
+
+def encoded_response(farm: Farm, result: JobResult, codec: str) -> StreamingResponse:
+    """The audio of ``result`` (a WAV) encoded as ``codec`` (opus or aac: formats a job does not
+    store) on its way out, piece by piece as ffmpeg makes it."""
+    storage, key = farm.client.audio(result)
+    headers = {
+        "Content-Disposition": f'attachment; filename="{result.job_id}.{codec}"',
+        "X-Audio-Duration": f"{result.duration:.3f}",
+    }
+    body = transcoded(storage.stream(key), codec, WAV_INPUT, farm.waits)
+    return StreamingResponse(body, media_type=MEDIA_TYPES[codec], headers=headers)

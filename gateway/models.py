@@ -143,8 +143,8 @@ class SpeechRequest(BaseModel):
     )
     response_format: str = Field(
         "mp3",
-        description="pcm (16-bit mono at the voice's rate, streamed), wav, mp3 or flac (also ogg); "
-        "not opus or aac.",
+        description="pcm (16-bit mono at the voice's rate, streamed), wav, mp3, opus (in Ogg), aac "
+        "(ADTS) or flac (also ogg: Vorbis).",
     )
     speed: StrictFloat = Field(1.0, ge=0.25, le=4.0, description="0.25 to 4; 1 is the voice's own pace.")
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take none.")
@@ -156,7 +156,8 @@ class SpeechRequest(BaseModel):
     )
     stream_format: str | None = Field(
         None,
-        description="'audio': pcm and wav stream as they are made (other formats come whole); 'sse': "
+        description="'audio': pcm, wav, mp3, opus and aac stream as they are made, unmastered (flac and "
+        "ogg come whole); unset: pcm streams, other formats come whole and mastered; 'sse': "
         "server-sent events of base64 pcm (speech.audio.delta, then speech.audio.done).",
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Final
 
@@ -20,7 +21,7 @@ import anyio
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from gateway.audio import AUDIO_RESPONSES, audio_response
+from gateway.audio import AUDIO_RESPONSES, audio_response, encoded_response
 from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import NO_RETRY, ApiError
 from gateway.farm import Farm
@@ -74,10 +75,20 @@ DISCONNECT_POLL_SECONDS: Final = 0.25
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 
-def _check(body: SpeechRequest, max_chars: int) -> tuple[str, str | None]:
-    """The job's audio format, and how the answer streams it as it is made (``sse``, ``pcm``
-    or ``wav``; ``None``: sent whole once the job is done); an ApiError saying what to change
-    otherwise."""
+@dataclass(frozen=True)
+class Delivery:
+    """How a speech request's audio is made and sent."""
+
+    job_format: str
+    """The format the job stores."""
+    streamed: str | None = None
+    """Sent as it is made: pcm, wav, mp3, opus, aac or sse; ``None``: sent once the job is done."""
+    encoded: str | None = None
+    """The stored audio encoded on its way out (opus, aac: formats a job does not store)."""
+
+
+def _check(body: SpeechRequest, max_chars: int) -> Delivery:
+    """How the audio of ``body`` is made and sent; an ApiError saying what to change otherwise."""
     if not known_model(body.model):
         raise ApiError(400, f"unknown model {body.model!r}: use one of {', '.join(MODELS)}", "unknown_model")
     if body.stream_format not in (None, "audio", "sse"):
@@ -90,10 +101,11 @@ def _check(body: SpeechRequest, max_chars: int) -> tuple[str, str | None]:
     if audio_format not in AUDIO_FORMATS and audio_format not in STREAMED_FORMATS:
         raise ApiError(
             400,
-            f"response_format {body.response_format!r} is not supported: use pcm, wav, mp3 or flac (or ogg)",
+            f"response_format {body.response_format!r} is not supported: use pcm, wav, mp3, opus, aac "
+            "or flac (or ogg)",
             "unsupported_format",
         )
-    if body.stream_format == "sse" and audio_format not in STREAMED_FORMATS:
+    if body.stream_format == "sse" and audio_format not in ("pcm", "wav"):
         raise ApiError(
             400, "server-sent events carry 16-bit PCM: set response_format to pcm", "unsupported_stream"
         )
@@ -109,10 +121,12 @@ def _check(body: SpeechRequest, max_chars: int) -> tuple[str, str | None]:
     except InvalidInput as error:
         raise ApiError(400, str(error).replace("the text", "input", 1), "invalid_text") from None
     if body.stream_format == "sse":
-        return "wav", "sse"
-    if audio_format == "pcm" or (audio_format == "wav" and body.stream_format == "audio"):
-        return "wav", audio_format
-    return audio_format, None
+        return Delivery("wav", "sse")
+    if audio_format == "pcm" or (audio_format in STREAMED_FORMATS and body.stream_format == "audio"):
+        return Delivery("wav", audio_format)
+    if audio_format not in AUDIO_FORMATS:
+        return Delivery("wav", encoded=audio_format)
+    return Delivery(audio_format)
 
 
 @router.post(
@@ -136,10 +150,12 @@ async def speech(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Response:
     """Speak a short text and answer with its audio (OpenAI's ``audio.speech.create``). A retry
-    with the same ``Idempotency-Key`` header gets the same job. ``pcm``, and ``wav`` with
-    ``stream_format="audio"``, stream as the audio is made; so does ``stream_format="sse"``."""
+    with the same ``Idempotency-Key`` header gets the same job. ``pcm``, and ``wav``, ``mp3``,
+    ``opus`` and ``aac`` with ``stream_format="audio"``, stream as the audio is made; so does
+    ``stream_format="sse"``."""
     settings = farm.settings
-    audio_format, streamed = _check(body, settings.gateway_speech_max_chars)
+    delivery = _check(body, settings.gateway_speech_max_chars)
+    streamed = delivery.streamed
     voice_name = farm.voice_map.get(body.voice) or (
         settings.voice if body.voice in OPENAI_VOICES else farm.voice(body.voice)
     )
@@ -161,7 +177,7 @@ async def speech(
         farm.client.submit,
         body.input,
         voice_name,
-        audio_format,
+        delivery.job_format,
         length_scale=length_scale,
         key=owned_key(key_name, idempotency_key),
         owner=key_name,
@@ -186,7 +202,11 @@ async def speech(
         ) from None
     if result is None:  # the client went away: nobody reads this answer
         return Response(status_code=CLIENT_GONE)
-    answer = await run_in_threadpool(audio_response, farm, result, False)
+    answer: Response
+    if delivery.encoded is not None:
+        answer = await run_in_threadpool(encoded_response, farm, result, delivery.encoded)
+    else:
+        answer = await run_in_threadpool(audio_response, farm, result, False)
     answer.headers["X-Job-Id"] = job_id
     return answer
 

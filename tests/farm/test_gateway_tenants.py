@@ -31,6 +31,7 @@ from gateway.limits import FAILED_KEYS_PER_MINUTE
 from gateway.quotas import Quotas
 from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
+from tests.helpers_audio import decoded, energy_db
 from ttsfarm.farm.registry import KEY_PREFIX
 from ttsfarm.loudness import integrated_loudness
 
@@ -281,23 +282,29 @@ def stored_pcm(api: httpx.Client, job_id: str) -> bytes:
     return bytes(samples.tobytes())
 
 
+def streamed(api: httpx.Client, body: dict[str, object]) -> tuple[httpx.Headers, list[bytes], str]:
+    """A speech answer read as it streams: its headers, its blocks, and the job's state when the
+    first block came."""
+    blocks: list[bytes] = []
+    with api.stream("POST", "/v1/audio/speech", json=body) as answer:
+        assert answer.status_code == 200, answer.read()
+        job_id = answer.headers["x-job-id"]
+        for block in answer.iter_raw():
+            if not blocks:
+                first_state = api.get(f"/v1/jobs/{job_id}").json()["state"]
+            blocks.append(block)
+    return answer.headers, blocks, first_state
+
+
 def test_speech_streams_pcm_as_it_is_made(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
     api, _ = keyed_client(gateway, redis_url)
     body = {"model": "tts-1", "voice": "alloy", "input": STREAMED, "response_format": "pcm"}
     with api:
-        with api.stream("POST", "/v1/audio/speech", json=body) as answer:
-            assert answer.status_code == 200, answer.read()
-            assert answer.headers["content-type"] == "audio/pcm"
-            assert answer.headers["x-sample-rate"] == "22050"
-            job_id = answer.headers["x-job-id"]
-            blocks = []
-            for block in answer.iter_raw():
-                if not blocks:
-                    first_state = api.get(f"/v1/jobs/{job_id}").json()["state"]
-                blocks.append(block)
-        streamed = b"".join(blocks)
+        headers, blocks, first_state = streamed(api, body)
+        assert headers["content-type"] == "audio/pcm" and headers["x-sample-rate"] == "22050"
+        job_id = headers["x-job-id"]
         assert wait_done(api, job_id)["state"] == "succeeded"
-        assert same_audio(streamed, stored_pcm(api, job_id))
+        assert same_audio(b"".join(blocks), stored_pcm(api, job_id))
     assert first_state == "running"  # audio came before the job was done
     assert len(blocks) > 1  # and kept coming as it was made
 
@@ -322,6 +329,50 @@ def test_speech_streams_server_sent_events_and_a_wav(
         samples, rate = sf.read(io.BytesIO(wav.content), dtype="int16")
         assert rate == 22050 and same_audio(samples.tobytes(), stored_pcm(api, wav.headers["x-job-id"]))
     assert mp3_events.status_code == 400 and "set response_format to pcm" in mp3_events.text
+
+
+ENCODED_TYPES = {"mp3": "audio/mpeg", "opus": "audio/ogg; codecs=opus", "aac": "audio/aac"}
+
+
+def test_speech_streams_mp3_opus_and_aac_as_they_are_made(
+    gateway: str, redis_url: str, worker: WorkerProcess
+) -> None:
+    """Each encoded on its way out of the gateway: the stored voice-level audio, to the frame."""
+    api, _ = keyed_client(gateway, redis_url)
+    body = {"model": "tts-1", "voice": "alloy", "input": STREAMED, "stream_format": "audio"}
+    with api:
+        headers, blocks, first_state = streamed(api, {**body, "response_format": "opus"})
+        answers = {"opus": (headers, b"".join(blocks))}
+        short = {**body, "input": SENTENCE * 2}
+        for codec in ("mp3", "aac"):
+            whole = api.post("/v1/audio/speech", json={**short, "response_format": codec})
+            assert whole.status_code == 200, whole.text
+            answers[codec] = (whole.headers, whole.content)
+        assert first_state == "running"  # audio came before the job was done
+        for codec, (headers, content) in answers.items():
+            assert headers["content-type"] == ENCODED_TYPES[codec]
+            assert wait_done(api, headers["x-job-id"])["state"] == "succeeded"
+            stored = np.frombuffer(stored_pcm(api, headers["x-job-id"]), dtype="<i2") / 32768
+            back = decoded(content, 22050)
+            assert 0 <= len(back) - len(stored) < 4 * 1152, (codec, len(back), len(stored))
+            assert energy_db(back) == pytest.approx(energy_db(stored), abs=0.5), codec
+
+
+def test_opus_and_aac_come_whole_and_mastered(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
+    """Without ``stream_format`` the job is mastered (-18 LUFS, as synth does) and encoded on its
+    way out: the formats a job does not store are spoken as the others are."""
+    api, _ = keyed_client(gateway, redis_url)
+    body = {"model": "tts-1", "voice": "alloy", "input": SENTENCE * 3}
+    with api:
+        for codec in ("opus", "aac"):
+            answer = api.post("/v1/audio/speech", json={**body, "response_format": codec})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["content-type"] == ENCODED_TYPES[codec]
+            assert answer.headers["content-disposition"].endswith(f'.{codec}"')
+            back = decoded(answer.content, 22050)
+            duration = float(answer.headers["x-audio-duration"])
+            assert len(back) / 22050 == pytest.approx(duration, abs=0.2), codec
+            assert integrated_loudness(back, 22050) == pytest.approx(-18.0, abs=1.0), codec
 
 
 def test_speech_is_mastered_as_synth_masters_it(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
