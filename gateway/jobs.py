@@ -95,12 +95,21 @@ def submit_job(
         sentence_silence=body.sentence_silence,
         key=owned_key(key_name, body.idempotency_key or idempotency_key),
         owner=key_name,
+        priority=body.priority,
     )
     if body.callback_url is not None:
         check_callback(farm, body.callback_url)
-    farm.quotas.admit(key_name, len(spec.text))
+    limits = farm.keys.limits(key_name)
+    if limits.job_priority(body.priority) != body.priority:
+        raise ApiError(
+            403,
+            f"this key's jobs are {limits.priority} at most: send priority {limits.priority!r}, or have "
+            "the key's limits changed (ttsfarm keys limits)",
+            "priority_not_allowed",
+        )
+    farm.quotas.admit(key_name, len(spec.text), limits)
     (job_id,) = farm.client.submit_many([spec])
-    farm.quotas.taken(key_name, job_id)
+    farm.quotas.taken(key_name, job_id, limits)
     if body.callback_url is not None:
         farm.callbacks.add(job_id, body.callback_url, key_name)
     response.headers["Location"] = f"/v1/jobs/{job_id}"

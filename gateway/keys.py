@@ -9,7 +9,9 @@ no dictionary to try, so a slow password hash would only slow every request.
 Layout in Redis::
 
     ttsfarm:gateway:keys        hash  name -> key id
-    ttsfarm:gateway:key:<id>    hash  name, sha256, created_at, callback_secret
+    ttsfarm:gateway:key:<id>    hash  name, sha256, created_at, callback_secret, and the key's own
+                                      limits where it has any: jobs_in_flight, chars_per_day,
+                                      priority
 
 A key's callback secret signs the callbacks of its jobs (``gateway.callbacks``); unlike the key,
 it is kept as it is, since the gateway signs with it, and the key's holder can read it.
@@ -31,6 +33,7 @@ from typing import Final
 
 from ttsfarm.errors import InvalidInput
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
+from ttsfarm.job_limits import PRIORITIES, check_priority
 
 KEY_PREFIX_TEXT: Final = "tfk"
 NAMES_KEY: Final = f"{KEY_PREFIX}gateway:keys"
@@ -42,12 +45,54 @@ _SECRET_BYTES: Final = 32
 
 
 @dataclass(frozen=True)
+class KeyLimits:
+    """What one key may use, kept in its record. ``None``: the gateway's setting for every key
+    (``TTSFARM_GATEWAY_KEY_JOBS``, ``TTSFARM_GATEWAY_KEY_CHARS_PER_DAY``); 0: no limit."""
+
+    jobs_in_flight: int | None = None
+    chars_per_day: int | None = None
+    priority: str = PRIORITIES[0]
+    """The highest priority the key's jobs get: ``bulk`` keeps them behind every interactive job
+    that waits, its speech requests too."""
+
+    def __post_init__(self) -> None:
+        check_priority(self.priority)
+        for name in ("jobs_in_flight", "chars_per_day"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                what = name.replace("_", " ")
+                raise InvalidInput(f"a key's {what} is a whole number, 0 or more, not {value!r}")
+
+    def to_record(self) -> dict[str, str]:
+        """The fields of the key's record: those set, and the priority."""
+        record = {"priority": self.priority}
+        for name in ("jobs_in_flight", "chars_per_day"):
+            if getattr(self, name) is not None:
+                record[name] = str(getattr(self, name))
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, str]) -> KeyLimits:
+        jobs, chars = record.get("jobs_in_flight"), record.get("chars_per_day")
+        return cls(
+            None if jobs is None else int(jobs),
+            None if chars is None else int(chars),
+            record.get("priority", PRIORITIES[0]),
+        )
+
+    def job_priority(self, asked: str) -> str:
+        """The priority a job asking for ``asked`` gets: at most the key's own."""
+        return max(asked, self.priority, key=PRIORITIES.index)
+
+
+@dataclass(frozen=True)
 class ApiKey:
     """What is kept of a key: never the key itself."""
 
     name: str
     key_id: str
     created_at: float
+    limits: KeyLimits = KeyLimits()
 
 
 def _digest(secret: str) -> str:
@@ -61,8 +106,9 @@ class KeyStore:
         self.url = url
         self._redis = connect(url, tls)
 
-    def add(self, name: str) -> str:
-        """Make a key called ``name`` and return it; only its hash is kept."""
+    def add(self, name: str, limits: KeyLimits | None = None) -> str:
+        """Make a key called ``name``, with ``limits`` of its own if given, and return it; only
+        its hash is kept."""
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInput(
                 f"a key name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter "
@@ -79,6 +125,7 @@ class KeyStore:
             "sha256": _digest(secret),
             "created_at": repr(time.time()),
             "callback_secret": secrets.token_urlsafe(_SECRET_BYTES),
+            **(limits or KeyLimits()).to_record(),
         }
         reach(self.url, self._redis.hset, RECORD_PREFIX + key_id, mapping=record)
         return f"{KEY_PREFIX_TEXT}_{key_id}_{secret}"
@@ -88,16 +135,37 @@ class KeyStore:
         names: dict[str, str] = reach(self.url, self._redis.hgetall, NAMES_KEY)
         keys = []
         for name, key_id in sorted(names.items()):
-            created = reach(self.url, self._redis.hget, RECORD_PREFIX + key_id, "created_at")
-            keys.append(ApiKey(name, key_id, float(created or 0.0)))
+            record: dict[str, str] = reach(self.url, self._redis.hgetall, RECORD_PREFIX + key_id)
+            created = float(record.get("created_at", 0.0))
+            keys.append(ApiKey(name, key_id, created, KeyLimits.from_record(record)))
         return keys
 
-    def revoke(self, name: str) -> None:
-        """Remove the key called ``name``: the next request that sends it is refused."""
+    def limits(self, name: str) -> KeyLimits:
+        """The limits of the key called ``name`` (the settings' alone for a name with no key)."""
+        key_id = reach(self.url, self._redis.hget, NAMES_KEY, name)
+        if key_id is None:
+            return KeyLimits()
+        return KeyLimits.from_record(reach(self.url, self._redis.hgetall, RECORD_PREFIX + key_id))
+
+    def set_limits(self, name: str, limits: KeyLimits) -> None:
+        """Give the key called ``name`` these limits, in place of those it had."""
+        key_id = self._id_of(name)
+        pipe = self._redis.pipeline()
+        pipe.hdel(RECORD_PREFIX + key_id, "jobs_in_flight", "chars_per_day")
+        for field, value in limits.to_record().items():
+            pipe.hset(RECORD_PREFIX + key_id, field, value)
+        reach(self.url, pipe.execute)
+
+    def _id_of(self, name: str) -> str:
         key_id = reach(self.url, self._redis.hget, NAMES_KEY, name)
         if key_id is None:
             known = ", ".join(key.name for key in self.list_keys()) or "none yet"
             raise InvalidInput(f"no key called {name!r} (keys: {known})")
+        return str(key_id)
+
+    def revoke(self, name: str) -> None:
+        """Remove the key called ``name``: the next request that sends it is refused."""
+        key_id = self._id_of(name)
         pipe = self._redis.pipeline()
         pipe.delete(RECORD_PREFIX + key_id)
         pipe.hdel(NAMES_KEY, name)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from ttsfarm.job_limits import DEFAULT_PRIORITY
 from ttsfarm.jobs import (
     DEFAULT_FORMAT,
     DEFAULT_LOUDNESS,
@@ -41,6 +42,11 @@ class JobCreate(BaseModel):
         description=f"Seconds of silence after each sentence ({SENTENCE_SILENCE_RANGE[0]:g} to "
         f"{SENTENCE_SILENCE_RANGE[1]:g}), as piper's --sentence-silence; unset: 0.3 s after a sentence, "
         "0.6 s after a paragraph.",
+    )
+    priority: str = Field(
+        DEFAULT_PRIORITY,
+        description="bulk, or interactive (someone waits for it): a worker takes every interactive "
+        "job that waits before any bulk one. A key may be held to bulk (GET /v1/keys/me).",
     )
     callback_url: str | None = Field(
         None,
@@ -176,6 +182,9 @@ class ModelList(BaseModel):
 
 class KeyView(BaseModel):
     name: str
+    jobs_in_flight: int = Field(description="Jobs this key may have queued or running at once; 0: no limit.")
+    chars_per_day: int = Field(description="Characters this key may submit a day (UTC); 0: no limit.")
+    priority: str = Field(description="The highest priority this key's jobs get: interactive or bulk.")
     callback_secret: str = Field(
         description="Signs the callbacks of this key's jobs: X-Ttsfarm-Signature is sha256= and the "
         "hex HMAC-SHA256 of '<X-Ttsfarm-Timestamp>.<body>' with it."

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from gateway.errors import ApiError
+from gateway.keys import KeyLimits
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
 from ttsfarm.jobs import TERMINAL_STATES
 
@@ -28,7 +29,8 @@ JOB_RECORD_PREFIX: Final = f"{KEY_PREFIX}job:"
 
 
 class Quotas:
-    """Checks and counts one key's share; a limit of 0 is no limit."""
+    """Checks and counts one key's share; a limit of 0 is no limit. A key's record may hold
+    limits of its own (:class:`gateway.keys.KeyLimits`), in place of these."""
 
     def __init__(
         self,
@@ -45,40 +47,48 @@ class Quotas:
         self._waiting: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def admit(self, key_name: str, characters: int) -> None:
+    def admit(self, key_name: str, characters: int, limits: KeyLimits | None = None) -> None:
         """Count a job of ``characters`` for ``key_name``, or raise :class:`ApiError` 429 saying
         which quota it would pass and when to retry."""
-        if self.jobs_in_flight > 0:
+        jobs_in_flight, chars_per_day = self.limits_of(limits)
+        if jobs_in_flight > 0:
             held = self._in_flight(key_name)
-            if held >= self.jobs_in_flight:
+            if held >= jobs_in_flight:
                 raise ApiError(
                     429,
                     f"this key has {held} jobs queued or running, its limit: wait for some to finish",
                     "too_many_jobs",
                     {"Retry-After": "5"},
                 )
-        if self.chars_per_day > 0:
+        if chars_per_day > 0:
             day = int(time.time() // DAY_SECONDS)
             counter = f"{CHARS_PREFIX}{key_name}:{day}"
             pipe = self._redis.pipeline()
             pipe.incrby(counter, characters)
             pipe.expire(counter, 2 * DAY_SECONDS)
             total, _ = reach(self.url, pipe.execute)
-            if int(total) > self.chars_per_day:
+            if int(total) > chars_per_day:
                 reach(self.url, self._redis.decrby, counter, characters)  # this job is not taken
                 until = int((day + 1) * DAY_SECONDS - time.time()) + 1
                 raise ApiError(
                     429,
-                    f"this key's {self.chars_per_day:,} characters for today (UTC) would be passed: "
+                    f"this key's {chars_per_day:,} characters for today (UTC) would be passed: "
                     f"{int(total) - characters:,} used; more tomorrow",
                     "daily_characters",
                     {"Retry-After": str(until)},
                 )
 
-    def taken(self, key_name: str, job_id: str) -> None:
+    def taken(self, key_name: str, job_id: str, limits: KeyLimits | None = None) -> None:
         """Note a job of ``key_name``'s as in flight."""
-        if self.jobs_in_flight > 0:
+        if self.limits_of(limits)[0] > 0:
             reach(self.url, self._redis.sadd, INFLIGHT_PREFIX + key_name, job_id)
+
+    def limits_of(self, limits: KeyLimits | None) -> tuple[int, int]:
+        """Jobs in flight and characters a day a key may have: its own where it has them."""
+        own = limits or KeyLimits()
+        jobs = self.jobs_in_flight if own.jobs_in_flight is None else own.jobs_in_flight
+        chars = self.chars_per_day if own.chars_per_day is None else own.chars_per_day
+        return jobs, chars
 
     def _in_flight(self, key_name: str) -> int:
         """The key's jobs still queued or running; finished (or expired) ones are let go here."""

@@ -26,6 +26,7 @@ from gateway.auth import ApiKeyName, FarmDep
 from gateway.errors import NO_RETRY, ApiError
 from gateway.farm import Farm
 from gateway.jobs import owned_key
+from gateway.keys import KeyLimits
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
 from gateway.streaming import STREAMED_FORMATS, streamed_speech
 from ttsfarm.errors import InvalidInput, WaitTimeout
@@ -173,6 +174,7 @@ async def speech(
     if await run_in_threadpool(farm.workers) < 1:
         retry = {"Retry-After": str(NO_WORKER_RETRY)}
         raise ApiError(503, "no worker is up to speak it: retry shortly", "no_workers", retry)
+    limits = await run_in_threadpool(farm.keys.limits, key_name)
     submit = partial(
         farm.client.submit,
         body.input,
@@ -183,14 +185,15 @@ async def speech(
         owner=key_name,
         stream=streamed is not None,
         loudness=None if streamed is not None else body.loudness,
+        priority=limits.job_priority("interactive"),
     )
     if streamed is not None:
-        job_id = await _submitted(farm, key_name, submit, len(body.input))
+        job_id = await _submitted(farm, key_name, limits, submit, len(body.input))
         rate = voice.sample_rate if voice is not None else DEFAULT_SAMPLE_RATE
         return streamed_speech(farm, job_id, streamed, rate)
     try:
         with farm.quotas.speech_wait(key_name):  # before the job: a refusal leaves none behind
-            job_id = await _submitted(farm, key_name, submit, len(body.input))
+            job_id = await _submitted(farm, key_name, limits, submit, len(body.input))
             result = await _result_unless_gone(farm, request, job_id)
     except WaitTimeout:
         raise ApiError(
@@ -211,11 +214,13 @@ async def speech(
     return answer
 
 
-async def _submitted(farm: Farm, key_name: str, submit: Callable[[], str], characters: int) -> str:
+async def _submitted(
+    farm: Farm, key_name: str, limits: KeyLimits, submit: Callable[[], str], characters: int
+) -> str:
     """Submit a speech job within the key's quotas (``gateway.quotas``); its id."""
-    await run_in_threadpool(farm.quotas.admit, key_name, characters)
+    await run_in_threadpool(farm.quotas.admit, key_name, characters, limits)
     job_id = await run_in_threadpool(submit)
-    await run_in_threadpool(farm.quotas.taken, key_name, job_id)
+    await run_in_threadpool(farm.quotas.taken, key_name, job_id, limits)
     return job_id
 
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from kombu.exceptions import OperationalError
 
+from producer.download import download
 from producer.specs import JobSpec, Queueable
 from ttsfarm.admission import check_cost
 from ttsfarm.errors import (
@@ -30,12 +31,19 @@ from ttsfarm.errors import (
     PermanentError,
     QueueFull,
     SettingsError,
-    StorageUnavailable,
     WaitTimeout,
 )
-from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, TASK_NAME, finish_queue, make_celery, queued_jobs
+from ttsfarm.farm.celeryconf import (
+    FINISH_TASK_NAME,
+    MESSAGE_PRIORITIES,
+    TASK_NAME,
+    finish_queue,
+    make_celery,
+    queued_jobs,
+)
 from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.finishing import FinishRequest
+from ttsfarm.job_limits import DEFAULT_PRIORITY, check_priority
 from ttsfarm.jobs import (
     POLL_SECONDS,
     SUBMITTED_AT,
@@ -50,7 +58,7 @@ from ttsfarm.jobs import (
 )
 from ttsfarm.redact import redact
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
-from ttsfarm.storage import Storage, fetch_checked, open_storage, storage_at
+from ttsfarm.storage import Storage, open_storage, storage_at
 from ttsfarm.voices import VoiceCatalog
 
 __all__ = ["Client", "JobSpec", "download"]
@@ -93,6 +101,7 @@ class Client:
         voice = self.voices.check(options.voice, options.speaker)
         if spec.key is not None:
             check_key(spec.key)
+        check_priority(spec.priority)
         request = JobRequest(
             spec.text, options, spec.format, new_job_id(), spec.loudness, spec.sentence_silence, spec.stream
         )
@@ -118,11 +127,13 @@ class Client:
         sentence_silence: float | None = None,
         owner: str | None = None,
         stream: bool = False,
+        priority: str = DEFAULT_PRIORITY,
     ) -> str:
         """Queue one job; returns its id at once. With ``key``, a second submit of the same
         key returns the first job's id and queues nothing. With ``loudness`` (LUFS, such as
         -18) the audio is mastered to it, true peaks under -1 dBTP. With ``sentence_silence``
-        (seconds, 0 to 2) each sentence is followed by that much silence, as piper's option."""
+        (seconds, 0 to 2) each sentence is followed by that much silence, as piper's option.
+        An ``interactive`` job is taken before every ``bulk`` one that waits."""
         spec = JobSpec(
             text,
             voice,
@@ -134,6 +145,7 @@ class Client:
             sentence_silence=sentence_silence,
             owner=owner,
             stream=stream,
+            priority=priority,
         )
         return self.submit_many([spec])[0]
 
@@ -150,7 +162,9 @@ class Client:
                     raise
                 raise type(error)(f"job {number} of {len(jobs)}: {error}; nothing was queued") from None
         owners = [job.owner for job in jobs]
-        return self._queue(TASK_NAME, requests, [job.key for job in jobs], self.settings.queue, owners)
+        priorities = [MESSAGE_PRIORITIES[job.priority] for job in jobs]
+        keys = [job.key for job in jobs]
+        return self._queue(TASK_NAME, requests, keys, self.settings.queue, owners, priorities)
 
     def submit_finish(self, request: FinishRequest, key: str | None = None) -> str:
         """Queue a finish job (a book's chapter: its parts joined, mastered and encoded on a
@@ -166,6 +180,7 @@ class Client:
         keys: Sequence[str | None],
         queue: str,
         owners: Sequence[str | None] | None = None,
+        priorities: Sequence[int | None] | None = None,
     ) -> list[str]:
         """Record and send ``requests`` (checked, with their keys, by the caller) as ``task`` jobs,
         each bound to its idempotency key; the ids in order. All are recorded and bound before the
@@ -174,7 +189,8 @@ class Client:
         fingerprints = [request.fingerprint() for request in requests]
         self._check_room(len(requests))
         ids = self._record(requests, keys, fingerprints, owners or [None] * len(requests))
-        self._send(task, [r for r, job_id in zip(requests, ids, strict=True) if r.job_id == job_id], queue)
+        sent = zip(requests, priorities or [None] * len(requests), ids, strict=True)
+        self._send(task, [(r, priority) for r, priority, job_id in sent if r.job_id == job_id], queue)
         return ids
 
     def _record(
@@ -205,14 +221,16 @@ class Client:
             raise
         return ids
 
-    def _send(self, task: str, requests: Sequence[Queueable], queue: str) -> None:
-        """Send the recorded ``requests``. Should one fail, it and those after it are marked
-        failed: their keys can be used again, and whoever holds one of their ids learns why. (The
-        one being sent may have reached the broker all the same: its worker records how it ends.)"""
+    def _send(self, task: str, messages: Sequence[tuple[Queueable, int | None]], queue: str) -> None:
+        """Send the recorded requests, each with its message priority. Should one fail, it and
+        those after it are marked failed: their keys can be used again, and whoever holds one of
+        their ids learns why. (The one being sent may have reached the broker all the same: its
+        worker records how it ends.)"""
+        requests = [request for request, _ in messages]
         sent: list[str] = []
         try:
             with self._app.producer_or_acquire() as producer:
-                for request in requests:
+                for request, priority in messages:
                     self._app.send_task(
                         task,
                         args=[{**request.to_dict(), SUBMITTED_AT: time.time()}],
@@ -221,6 +239,7 @@ class Client:
                         task_id=request.job_id,
                         producer=producer,
                         queue=queue,
+                        priority=priority,
                     )
                     sent.append(request.job_id)
         except BaseException as error:
@@ -370,20 +389,3 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-
-def download(
-    result: JobResult, target: str | Path, source: tuple[Storage, str], overwrite: bool = False
-) -> JobResult:
-    """Copy a finished job's audio from ``source`` (a storage and key: :meth:`Client.audio`, or
-    :func:`~ttsfarm.storage.storage_at` its location) to ``target`` and check it against the
-    job's SHA-256. An existing file is replaced only with ``overwrite``."""
-    target = Path(target)
-    if target.is_dir():
-        raise InvalidInput(f"{target} is a folder: give a file name")
-    if target.exists() and not overwrite:
-        raise InvalidInput(
-            f"{target} exists already: give another name, or overwrite it (--force; overwrite=True)"
-        )
-    if not fetch_checked(source, target, result.sha256):
-        raise StorageUnavailable(f"the audio of job {result.job_id} did not arrive whole: fetch it again")
-    return result

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ttsfarm.job_limits import DEFAULT_PRIORITY
+
 
 class Queueable(Protocol):
     """A job request as the client sends it: synthesis (``JobRequest``) or finishing."""
@@ -37,3 +39,5 @@ class JobSpec:
     """Who the job belongs to, kept in its record (the gateway's API key name); ``None``: no one."""
     stream: bool = False
     """Publish the audio as it is made, for :meth:`Client.listen` (the whole file is stored too)."""
+    priority: str = DEFAULT_PRIORITY
+    """``interactive`` (someone waits for it: taken before every bulk job that waits) or ``bulk``."""

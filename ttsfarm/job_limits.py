@@ -48,6 +48,11 @@ LOUDNESS_RANGE: Final = (-40.0, -10.0)
 """Loudness targets (LUFS) a job can be mastered to: spoken word is usually published at -23 to
 -16 (EBU R128 broadcast -23, audiobooks about -18, podcasts -16)."""
 
+PRIORITIES: Final = ("interactive", "bulk")
+"""Job priorities, highest first: a worker takes every interactive job that waits before any
+bulk one (a job already running is never stopped for another)."""
+DEFAULT_PRIORITY: Final = "bulk"
+
 CONTENT_TYPES: Final[dict[str, str]] = {
     "wav": "audio/wav",
     "flac": "audio/flac",
@@ -65,6 +70,13 @@ def check_format(name: str) -> str:
         known = ", ".join(AUDIO_FORMATS)
         raise UnsupportedFormat(f"unknown audio format {canonical!r}: use one of {known}")
     return canonical
+
+
+def check_priority(name: str) -> str:
+    """``name`` if it is one of :data:`PRIORITIES`, else :class:`InvalidInput` saying which are."""
+    if name not in PRIORITIES:
+        raise InvalidInput(f"unknown priority {name!r}: use interactive (someone waits for it) or bulk")
+    return name
 
 
 def check_unicode(value: str, what: str) -> str:

@@ -17,6 +17,7 @@ import boto3
 import httpx
 import pytest
 import redis
+from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from bench.farm import CREDENTIALS, free_port, start_s3, start_worker, stop_workers
 from bench.farm import farm_env as bench_farm_env
@@ -58,6 +59,17 @@ def broken_voice(folder: Path) -> str:
     (folder / "garbage.onnx").write_bytes(b"not a model")
     shutil.copy(resolve_voice("joe").config_path, folder / "garbage.onnx.json")
     return str(folder / "garbage.onnx")
+
+
+def queue_lists(queue: str) -> list[str]:
+    """The Redis lists of ``queue``, one per priority step, in the order a worker pops them:
+    kombu keeps a message of priority p in ``queue`` (p = 0) or ``queue<sep>p``."""
+    return [queue + (f"{Channel.sep}{step}" if step else "") for step in PRIORITY_STEPS]
+
+
+def waiting(broker: redis.Redis, queue: str) -> list[bytes]:
+    """The messages that wait in ``queue``, of every priority: the next a worker takes last."""
+    return [message for name in reversed(queue_lists(queue)) for message in broker.lrange(name, 0, -1)]
 
 
 def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,16 @@ from producer import Client, JobFailed, JobSpec
 from synthesis.gpus import gpu_present
 from synthesis.pipeline import Synthesizer
 from synthesis.text import split_sentences
-from tests.farm.conftest import BUCKET, PREFIX, WorkerProcess, broken_voice, farm_env, free_port, wait_for
+from tests.farm.conftest import (
+    BUCKET,
+    PREFIX,
+    WorkerProcess,
+    broken_voice,
+    farm_env,
+    free_port,
+    wait_for,
+    waiting,
+)
 from ttsfarm.cli import main
 from ttsfarm.errors import (
     BrokerUnavailable,
@@ -240,7 +249,7 @@ def test_cancel_a_queued_job_never_runs(
         late = WorkerProcess(env, tmp_path / "parked.log", "parked", concurrency=2)
         try:
             queue = redis.Redis.from_url(redis_url)
-            wait_for(lambda: queue.llen("parked") == 0, 30, "the parked queue to be consumed")
+            wait_for(lambda: not waiting(queue, "parked"), 30, "the parked queue to be consumed")
             log = tmp_path / "parked.log"
             wait_for(
                 lambda: f"job {job_id} cancelled" in log.read_text(), 30, "the worker to record the cancel"

@@ -250,8 +250,10 @@ def test_openai_client_speaks(gateway: str, redis_url: str, worker: WorkerProces
     with pytest.raises(openai.APIStatusError) as too_long:
         client.audio.speech.create(model="tts-1", voice="alloy", input="word " * 1000)
     assert too_long.value.status_code == 413 and "POST /v1/jobs" in too_long.value.message
-    with pytest.raises(openai.BadRequestError, match="response_format 'opus' is not supported"):
-        client.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="opus")
+    opus = client.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE, response_format="opus")
+    assert opus.content[:4] == b"OggS" and b"OpusHead" in opus.content[:100]
+    with pytest.raises(openai.BadRequestError, match="response_format 'wma' is not supported"):
+        client.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="wma")  # type: ignore[arg-type]
     with pytest.raises(openai.AuthenticationError, match="invalid API key"):
         openai.OpenAI(base_url=f"{gateway}/v1", api_key="sk-wrong", max_retries=0).models.list()
 

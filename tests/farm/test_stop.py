@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 
 from producer import Client
-from tests.farm.conftest import WorkerProcess, farm_env, wait_for
+from tests.farm.conftest import WorkerProcess, farm_env, queue_lists, wait_for, waiting
 
 EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 
@@ -68,5 +68,5 @@ def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
     assert f"job {job_id}: handed back to the queue" in log and "Traceback" not in log
     # Back in the queue now, for the next worker: not after the visibility timeout (an hour).
     broker = redis.Redis.from_url(redis_url)
-    assert [json.loads(m)["headers"]["id"] for m in broker.lrange(queue, 0, -1)] == [job_id]
-    broker.delete(queue)
+    assert [json.loads(m)["headers"]["id"] for m in waiting(broker, queue)] == [job_id]
+    broker.delete(*queue_lists(queue))

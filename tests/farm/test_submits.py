@@ -13,7 +13,7 @@ import redis
 from kombu.exceptions import EncodeError
 
 from producer import Client, JobSpec
-from tests.farm.conftest import free_port
+from tests.farm.conftest import free_port, waiting
 from ttsfarm.errors import BrokerUnavailable, InvalidInput, PermanentError
 from ttsfarm.farm.celeryconf import TASK_NAME
 from ttsfarm.farm.registry import KEY_PREFIX
@@ -32,7 +32,7 @@ def records(redis_url: str) -> set[str]:
 
 
 def queued(redis_url: str, queue: str) -> int:
-    return int(redis.Redis.from_url(redis_url).llen(queue))
+    return len(waiting(redis.Redis.from_url(redis_url), queue))
 
 
 def bound_job(redis_url: str, key: str) -> str:

@@ -27,6 +27,7 @@ from ttsfarm.cli.options import (
     voice_options,
 )
 from ttsfarm.errors import JobNotFound, SettingsError
+from ttsfarm.job_limits import DEFAULT_PRIORITY, PRIORITIES
 from ttsfarm.jobs import (
     JobRequest,
     JobResult,
@@ -61,6 +62,13 @@ def _client(settings: Settings) -> Client:
 @loudness_option()
 @sentence_silence_option
 @click.option("--key", callback=utf8, help="Idempotency key: submitting the same key twice queues one job.")
+@click.option(
+    "--priority",
+    type=click.Choice(PRIORITIES),
+    default=DEFAULT_PRIORITY,
+    show_default=True,
+    help="interactive: taken before every bulk job that waits.",
+)
 @click.option("--wait", is_flag=True, help="Wait for the job and show its progress.")
 @click.pass_obj
 def submit(
@@ -74,6 +82,7 @@ def submit(
     loudness: float | None,
     sentence_silence: float | None,
     key: str | None,
+    priority: str,
     wait: bool,
 ) -> None:
     """Queue TEXT (or a file) on the farm and print its job id.
@@ -91,7 +100,9 @@ def submit(
         return
     client = _client(settings)
     voice = voice or settings.voice
-    job_id = client.submit(text, voice, audio_format, speaker, length_scale, key, loudness, sentence_silence)
+    job_id = client.submit(
+        text, voice, audio_format, speaker, length_scale, key, loudness, sentence_silence, priority=priority
+    )
     click.echo(job_id)
     if wait:
         _follow(client, job_id)

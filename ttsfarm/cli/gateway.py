@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import click
 
 from ttsfarm.cli.options import log_level_option
 from ttsfarm.errors import SettingsError
+from ttsfarm.job_limits import PRIORITIES
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
-    from gateway.keys import KeyStore
+    from gateway.keys import KeyLimits, KeyStore
 
 DEFAULT_PORT: Final = 8000
 HEAD_BYTES: Final = 16 * 1024
@@ -72,26 +74,76 @@ def keys() -> None:
     """API keys of the HTTP gateway (kept in the farm's Redis as SHA-256 hashes)."""
 
 
+def limit_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that give a key limits of its own (unset: the gateway's settings)."""
+    command = click.option(
+        "--priority",
+        type=click.Choice(PRIORITIES),
+        default=PRIORITIES[0],
+        show_default=True,
+        help="The highest priority of the key's jobs: bulk keeps them behind every interactive job.",
+    )(command)
+    command = click.option(
+        "--chars-per-day",
+        type=click.IntRange(min=0),
+        help="Characters a day (UTC); 0: no limit. Unset: TTSFARM_GATEWAY_KEY_CHARS_PER_DAY.",
+    )(command)
+    return click.option(
+        "--jobs",
+        "jobs_in_flight",
+        type=click.IntRange(min=0),
+        help="Jobs queued or running at once; 0: no limit. Unset: TTSFARM_GATEWAY_KEY_JOBS.",
+    )(command)
+
+
 @keys.command("add")
 @click.argument("name")
+@limit_options
 @click.pass_obj
-def keys_add(settings: Settings, name: str) -> None:
+def keys_add(
+    settings: Settings, name: str, jobs_in_flight: int | None, chars_per_day: int | None, priority: str
+) -> None:
     """Make a key called NAME and print it: once, it is not kept anywhere."""
-    key = _keys(settings).add(name)
+    from gateway.keys import KeyLimits
+
+    key = _keys(settings).add(name, KeyLimits(jobs_in_flight, chars_per_day, priority))
     click.echo(key)
     click.echo(f"key {name!r} added: store it now, it cannot be shown again", err=True)
+
+
+@keys.command("limits")
+@click.argument("name")
+@limit_options
+@click.pass_obj
+def keys_limits(
+    settings: Settings, name: str, jobs_in_flight: int | None, chars_per_day: int | None, priority: str
+) -> None:
+    """Give the key called NAME these limits, in place of those it had."""
+    from gateway.keys import KeyLimits
+
+    limits = KeyLimits(jobs_in_flight, chars_per_day, priority)
+    _keys(settings).set_limits(name, limits)
+    click.echo(f"key {name!r}: {_limits_text(limits)}")
 
 
 @keys.command("list")
 @click.pass_obj
 def keys_list(settings: Settings) -> None:
-    """List the keys: name, id and when each was made (never the key)."""
+    """List the keys: name, id, when each was made and its limits (never the key)."""
     found = _keys(settings).list_keys()
     for key in found:
         made = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(key.created_at))
-        click.echo(f"{key.name:<24} tfk_{key.key_id}_...  {made}")
+        click.echo(f"{key.name:<24} tfk_{key.key_id}_...  {made}  {_limits_text(key.limits)}")
     if not found:
         click.echo("no keys yet: ttsfarm keys add NAME", err=True)
+
+
+def _limits_text(limits: KeyLimits) -> str:
+    def shown(value: int | None) -> str:
+        return "settings" if value is None else "no limit" if value == 0 else f"{value:,}"
+
+    jobs, chars = shown(limits.jobs_in_flight), shown(limits.chars_per_day)
+    return f"jobs {jobs}, characters a day {chars}, priority {limits.priority}"
 
 
 @keys.command("revoke")

@@ -13,6 +13,9 @@ Each setting below is deliberate:
 - Prefetch multiplier 1: a worker running N jobs at a time holds at most N messages, enough
   to keep its batches full without hoarding work another worker could start.
 - Events on (task sent/started/succeeded...), so Flower shows every job and its runtime.
+- Priorities: kombu keeps one Redis list per step of its ``priority_steps`` (0, 3, 6, 9), and
+  a worker pops them lowest step first, so an interactive job is taken before any bulk job that
+  waits (:data:`MESSAGE_PRIORITIES`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from typing import Final
 
 from celery import Celery
-from kombu.exceptions import OperationalError
+from kombu.exceptions import ChannelError, OperationalError
 
 from ttsfarm.errors import SettingsError
 from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
@@ -29,6 +32,9 @@ TASK_NAME: Final = "ttsfarm.synthesize"
 FINISH_TASK_NAME: Final = "ttsfarm.finish"
 """A book's chapter: its parts joined, mastered and encoded (``ttsfarm.finishing``)."""
 FINISH_QUEUE_SUFFIX: Final = ".finish"
+MESSAGE_PRIORITIES: Final = {"interactive": 0, "bulk": 6}
+"""The Celery message priority each job priority (``ttsfarm.jobs.PRIORITIES``) is sent with:
+on Redis the lower is taken first. A message sent without one (before priorities) counts as 0."""
 
 
 def finish_queue(queue: str) -> str:
@@ -62,11 +68,13 @@ def worker_nodes(name: str, consumers: int) -> list[str]:
 
 
 def queued_jobs(app: Celery, queue: str) -> int:
-    """Jobs waiting in ``queue``, taken by no worker yet (the length of its Redis list).
-    :class:`kombu.exceptions.OperationalError` if the broker cannot be reached."""
+    """Jobs waiting in ``queue``, taken by no worker yet, of every priority (the lengths of its
+    Redis lists). :class:`kombu.exceptions.OperationalError` if the broker cannot be reached."""
     with app.connection_for_read() as connection:
         try:
-            return int(connection.default_channel.client.llen(queue))
+            return int(connection.default_channel.queue_declare(queue=queue, passive=True).message_count)
+        except ChannelError:  # none of its lists exists: nothing waits
+            return 0
         except connection.connection_errors as error:
             raise OperationalError(str(error)) from None
 
