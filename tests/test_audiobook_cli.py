@@ -90,6 +90,7 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
     ]
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     args = command("audiobook", str(EXAMPLE), "-o", "out", *FAST)
     process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group, as from a terminal

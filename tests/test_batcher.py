@@ -60,6 +60,12 @@ class GatedEngine:
         return self.engine.run(items, scales)
 
 
+@pytest.fixture(scope="module")
+def alone(engine: Engine, phonemizer: Phonemizer) -> list[np.ndarray]:
+    """Each of ``TEXTS`` spoken on its own: what a batch must give back for it."""
+    return [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in TEXTS]
+
+
 def submit_all(
     batcher: Batcher, voice: Voice, phonemizer: Phonemizer, texts: list[str], scales: Scales = DETERMINISTIC
 ) -> list[np.ndarray]:
@@ -67,7 +73,9 @@ def submit_all(
     return [f.result(timeout=120) for f in futures]
 
 
-def test_concurrent_jobs_share_batches(engine: Engine, voice: Voice, phonemizer: Phonemizer) -> None:
+def test_concurrent_jobs_share_batches(
+    engine: Engine, voice: Voice, phonemizer: Phonemizer, alone: list[np.ndarray]
+) -> None:
     results: dict[int, np.ndarray] = {}
 
     def job(n: int) -> None:
@@ -82,9 +90,8 @@ def test_concurrent_jobs_share_batches(engine: Engine, voice: Voice, phonemizer:
     assert len(results) == 8
     assert batcher.stats.mean_batch_size > 1
     for n in range(8):  # each job got its own audio back, not a neighbour's of similar length
-        alone = engine.run([EngineItem(phonemizer.ids(TEXTS[n]))], DETERMINISTIC)[0]
-        assert len(results[n]) == len(alone)
-        assert np.allclose(results[n], alone, atol=1e-3)
+        assert len(results[n]) == len(alone[n])
+        assert np.allclose(results[n], alone[n], atol=1e-3)
 
 
 def test_batches_group_by_scales_and_respect_max(
@@ -176,10 +183,10 @@ def test_split_phoneme_ids_cuts_at_a_word_gap(voice: Voice, phonemizer: Phonemiz
     assert len(left) + len(right) == len(ids) + 1  # lost the gap and its pad; gained EOS, BOS, pad
 
 
+@pytest.mark.slow
 def test_two_runners_give_every_item_its_own_audio(
-    engine: Engine, voice: Voice, phonemizer: Phonemizer
+    engine: Engine, voice: Voice, phonemizer: Phonemizer, alone: list[np.ndarray]
 ) -> None:
-    alone = [engine.run([EngineItem(phonemizer.ids(t))], DETERMINISTIC)[0] for t in TEXTS]
     recording = GatedEngine(engine)
     recording.running.set()  # no gate: only the threads are noted
     with Batcher(lambda v: recording, max_batch=3, max_wait=0.01, runners=2) as batcher:  # type: ignore[arg-type, return-value]

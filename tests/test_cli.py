@@ -128,6 +128,7 @@ def test_a_byte_that_is_not_utf8_in_an_argument_is_one_clear_line(
         ["fetch", "0" * 32, "-o", "x.wav"],
     ],
 )
+@pytest.mark.slow
 def test_the_broker_password_is_never_printed(tmp_path: Path, args: list[str]) -> None:
     env = dead_broker(password="hunter2")
     run = ttsfarm(*args, cwd=tmp_path, env=env)

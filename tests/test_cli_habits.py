@@ -86,6 +86,7 @@ def test_a_file_name_given_as_the_text_is_refused_not_spoken(tmp_path: Path) -> 
     assert sf.info(str(tmp_path / "story.wav")).duration > 0.5
 
 
+@pytest.mark.slow
 def test_submit_without_a_broker_gives_an_id_that_status_and_fetch_find(tmp_path: Path) -> None:
     env = {"TTSFARM_STORAGE_URL": str(tmp_path / "store")}
     too_loud = ttsfarm("submit", "--loudness", "-5", cwd=tmp_path, env=env, stdin=b"Loud.")
@@ -147,6 +148,7 @@ def test_celery_flower_without_a_broker_says_so_in_one_line(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.slow
 def test_sentence_silence_sets_the_pause_after_each_sentence_as_piper_does(tmp_path: Path) -> None:
     text = "One sentence. Another one.\n\nA new paragraph."
     fixed = ("--noise-scale", "0", "--noise-w", "0", "--loudness", "off", "-q")  # the same speech each run
@@ -171,6 +173,7 @@ def test_sentence_silence_sets_the_pause_after_each_sentence_as_piper_does(tmp_p
         assert len(audio) - 1 - np.flatnonzero(audio)[-1] < 0.05 * rate
 
 
+@pytest.mark.slow
 def test_noise_options_make_the_same_audio_every_run_and_bad_values_are_one_line(tmp_path: Path) -> None:
     text = "Noise or none."
     quiet = ("--loudness", "off", "-q")

@@ -423,6 +423,7 @@ def test_profiles_choose_workers_and_minio_and_nothing_waits_for_minio(
     assert always == {"redis", "flower", "gateway"}
 
 
+@pytest.mark.slow
 def test_the_host_command_reads_the_stacks_env_file(tmp_path: Path) -> None:
     """`ttsfarm --env-file .env` takes the broker URL compose builds (password, host, port, db), and
     the TTSFARM_* and AWS_* values; what the environment sets already wins."""

@@ -34,6 +34,7 @@ def host(engine: Engine, tmp_path: Path) -> Iterator[EngineHost]:
         served.close()
 
 
+@pytest.mark.slow
 def test_segments_through_the_link_match_the_engine_and_share_its_batches(
     host: EngineHost, engine: Engine, voice: Voice, phonemizer: Phonemizer
 ) -> None:

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tests.conftest import redis_server
 from worker.leases import HELD_GRACE_SECONDS, INDEX_KEY, MESSAGES_KEY, Leases
 
-URL = "redis://127.0.0.1:6379/12"
+URL = f"{redis_server()}/12"
 
 
 @pytest.fixture

@@ -50,6 +50,7 @@ def test_host_side_settings_win_and_are_checked() -> None:
         BatchPolicy.for_settings(Settings(text_processes=-1), on_gpu=False)
 
 
+@pytest.mark.slow
 def test_the_gpu_host_side_runs_on_a_cpu_too(tmp_path: Path) -> None:
     """Runners, concurrent runs and the text processes, as a GPU worker has them, on the CPU."""
     settings = Settings(provider="cpu", batch_runners=2, concurrent_runs=2, text_processes=1, max_batch=2)

@@ -23,6 +23,7 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
+@pytest.mark.slow
 def test_fp16_model_is_valid_and_speaks_like_fp32(voice: Voice, phonemizer: Phonemizer) -> None:
     model = onnx.load(str(voice.model_path))
     expose_durations(model)

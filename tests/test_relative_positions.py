@@ -55,6 +55,7 @@ def test_each_chain_becomes_one_gather(exported: onnx.ModelProto, gathered: onnx
     assert with_gathered_relative_positions(gathered)[1] == 0  # nothing left to rewrite
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("rows", "ids"), [(1, 1), (1, 9), (3, 60), (2, 211)])
 def test_the_whole_voice_computes_the_same_bits(
     exported: onnx.ModelProto, gathered: onnx.ModelProto, rows: int, ids: int
@@ -72,6 +73,7 @@ def test_the_whole_voice_computes_the_same_bits(
         assert np.array_equal(expected, actual)
 
 
+@pytest.mark.slow
 def test_the_staged_engine_speaks_the_same_with_and_without(voice: Voice) -> None:
     options = EngineOptions(provider="cpu", warmup=False, shape_buckets=True)
     engines = [StagedEngine(voice, options), StagedEngine(voice, replace(options, gathered_positions=False))]

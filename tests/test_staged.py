@@ -192,6 +192,7 @@ def test_a_graph_without_the_cut_points_is_refused(voice: Voice) -> None:
 # staged against single
 
 
+@pytest.mark.slow
 def test_staged_equals_single_with_dynamic_shapes(
     engine: Engine, staged: StagedEngine, phonemizer: Phonemizer
 ) -> None:
@@ -206,6 +207,7 @@ def test_staged_equals_single_with_dynamic_shapes(
     _assert_same_audio(slow_expected, staged.run(shorter, slow))
 
 
+@pytest.mark.slow
 def test_staged_equals_single_with_shape_buckets(
     engine: Engine,
     single_buckets: Engine,
@@ -225,6 +227,7 @@ def test_staged_equals_single_with_shape_buckets(
     assert all(np.max(np.abs(a - b)) < 1e-3 for a, b in zip(unpadded, waves, strict=True))
 
 
+@pytest.mark.slow
 def test_runs_give_their_host_buffers_back_and_reuse_them(
     staged_buckets: StagedEngine, phonemizer: Phonemizer
 ) -> None:
@@ -244,6 +247,7 @@ def test_runs_give_their_host_buffers_back_and_reuse_them(
     _assert_same_audio(kept, first)  # the items are not views of the buffer they came in
 
 
+@pytest.mark.slow
 def test_batches_from_several_threads_equal_each_run_alone(
     staged_buckets: StagedEngine, phonemizer: Phonemizer
 ) -> None:
@@ -259,6 +263,7 @@ def test_batches_from_several_threads_equal_each_run_alone(
     assert device(None).host.lent == 0
 
 
+@pytest.mark.slow
 def test_a_waveform_slot_is_held_until_its_audio_is_copied(
     staged_buckets: StagedEngine, phonemizer: Phonemizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,6 +328,7 @@ class _NoFp16Plan:
         raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : CUDNN_FE failure 11: HEURISTIC_QUERY_FAILED")
 
 
+@pytest.mark.slow
 def test_a_bucket_without_an_fp16_plan_runs_fp32_and_lets_both_slots_go(
     voice: Voice, staged_buckets: StagedEngine, phonemizer: Phonemizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -435,6 +441,7 @@ def test_the_cuda_layout_reaches_the_waveform_sessions_only() -> None:
     assert stage_cuda_options(everywhere, graphs=False) == (heuristic, (*heuristic, NHWC))
 
 
+@pytest.mark.slow
 def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Phonemizer) -> None:
     engine = StagedEngine(voice, BUCKETS)
     assert engine.waveform is not None

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 TEXT = "The stream starts with this sentence. Then comes another one, a little longer than the first."
@@ -18,6 +19,7 @@ def ttsfarm(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "ttsfarm", *args], cwd=cwd, capture_output=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_pcm_and_wav_stream_the_samples_of_the_file(tmp_path: Path) -> None:
     made = ttsfarm("synth", TEXT, "-o", "file.wav", "--loudness", "off", *FIXED, cwd=tmp_path)
     pcm = ttsfarm("synth", TEXT, "-o", "-", "--format", "pcm", *FIXED, cwd=tmp_path)

@@ -3,7 +3,6 @@ processes started here, Flower, and the HTTP gateway (`ttsfarm serve`) with its 
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -23,15 +22,17 @@ from bench.farm import CREDENTIALS, free_port, start_s3, start_worker, stop_work
 from bench.farm import farm_env as bench_farm_env
 from gateway.keys import KeyStore
 from producer import Client
+from tests.conftest import redis_server
 from ttsfarm.settings import Settings
 from ttsfarm.voices import resolve_voice
 
-# TTSFARM_TEST_REDIS points the suite at another Redis server (two suites at once must not share one).
-REDIS_SERVER = os.environ.get("TTSFARM_TEST_REDIS", "redis://127.0.0.1:6379")
+REDIS_SERVER = redis_server()
 REDIS_URL = f"{REDIS_SERVER}/11"
 BUCKET = "ttsfarm-test"
 PREFIX = "jobs"
 HEALTHCHECK = Path(__file__).parents[2] / "docker" / "healthcheck.py"
+EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
+"""About 150 s of speech (75 s at a length scale of 0.5)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

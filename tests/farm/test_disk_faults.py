@@ -21,9 +21,8 @@ import pytest
 
 from bench.farm import start_s3
 from producer import Client
-from tests.farm.conftest import BUCKET, WorkerProcess, farm_env, free_port, healthcheck, wait_for
+from tests.farm.conftest import BUCKET, EXAMPLE, WorkerProcess, farm_env, free_port, healthcheck, wait_for
 
-EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 RECHECK_WAIT = 30.0
 """Longer than a worker's storage recheck (5 s) and a retry's backoff, with room for a slow machine."""
 

@@ -25,6 +25,7 @@ from synthesis.pipeline import Synthesizer
 from synthesis.text import split_sentences
 from tests.farm.conftest import (
     BUCKET,
+    EXAMPLE,
     PREFIX,
     WorkerProcess,
     broken_voice,
@@ -50,7 +51,6 @@ from ttsfarm.storage import LocalStorage
 from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
 
-EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 SENTENCES = split_sentences(EXAMPLE.replace("\n", " "))
 
 

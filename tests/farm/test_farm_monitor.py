@@ -13,8 +13,7 @@ import requests
 from click.testing import CliRunner
 
 from producer import Client, JobFailed
-from tests.farm.conftest import WorkerProcess, broken_voice, farm_env, wait_for
-from tests.farm.test_farm import EXAMPLE
+from tests.farm.conftest import EXAMPLE, WorkerProcess, broken_voice, farm_env, wait_for
 from ttsfarm.cli import main
 from ttsfarm.errors import Cancelled, InvalidInput
 

@@ -17,11 +17,18 @@ import pytest
 import redis
 
 from producer import Client
-from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
+from tests.farm.conftest import (
+    BUCKET,
+    CREDENTIALS,
+    EXAMPLE,
+    PREFIX,
+    WorkerProcess,
+    farm_env,
+    free_port,
+    wait_for,
+)
 from ttsfarm.farm.celeryconf import MAX_RETRIES
 from ttsfarm.settings import Settings
-
-EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 
 
 def stored(s3, key: str) -> bool:  # type: ignore[no-untyped-def]
@@ -118,9 +125,9 @@ def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
     append-only file, ``SHUTDOWN SAVE`` writes a snapshot; a Redis that keeps nothing forgets the
     job's record and message, and the worker records its end anew."""
     own_redis = RedisServer(tmp_path, persistent)
-    env = farm_env(own_redis.url, s3_endpoint)
-    worker = WorkerProcess(env, tmp_path / "worker.log", "restart", concurrency=2)
+    worker = None
     try:
+        worker = WorkerProcess(farm_env(own_redis.url, s3_endpoint), tmp_path / "worker.log", "restart", 2)
         with Client(Settings(broker_url=own_redis.url)) as client:
             (running,) = client.submit_many([EXAMPLE[:2500]])
             wait_for(lambda: client.status(running).state == "running", 60, "the job to run")
@@ -141,8 +148,9 @@ def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
             unacked = redis.Redis.from_url(own_redis.url).zcard("unacked_index")
             assert unacked == 0  # every message acknowledged: none comes back later
     finally:
-        worker.stop()
-        own_redis.stop()
+        if worker is not None:
+            worker.stop()
+        own_redis.stop()  # also when the worker did not start: no redis-server outlives its test
     assert first.duration > 100 and all(r.duration > 0 for r in results)
 
 

@@ -13,9 +13,7 @@ from pathlib import Path
 import redis
 
 from producer import Client
-from tests.farm.conftest import WorkerProcess, farm_env, queue_lists, wait_for, waiting
-
-EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
+from tests.farm.conftest import EXAMPLE, WorkerProcess, farm_env, queue_lists, wait_for, waiting
 
 
 def stop(worker: WorkerProcess, limit: float) -> float:
@@ -54,6 +52,7 @@ def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
         TTSFARM_QUEUE=queue,
         TTSFARM_STOP_GRACE_SECONDS=str(grace),
         TTSFARM_VISIBILITY_TIMEOUT_SECONDS="3600",  # a handed-back job must not wait for this
+        TTSFARM_MAX_BATCH="1",  # audio after the first segment, not after a batch of eight
     )
     worker = WorkerProcess(env, tmp_path / "stopped.log", "stopped", concurrency=2)
     with Client(replace(client.settings, queue=queue)) as c:

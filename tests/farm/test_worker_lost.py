@@ -12,10 +12,9 @@ import redis
 
 from producer import Client
 from synthesis.scratch import LOCK_SUFFIX, TEMP_PREFIX, job_folder
-from tests.farm.conftest import REDIS_SERVER, WorkerProcess, farm_env, wait_for
+from tests.farm.conftest import EXAMPLE, REDIS_SERVER, WorkerProcess, farm_env, wait_for
 from ttsfarm.settings import Settings
 
-EXAMPLE = (Path(__file__).parents[2] / "examples" / "ellery.txt").read_text()
 LOST_REDIS_URL = f"{REDIS_SERVER}/12"  # own database: its short visibility timeout stays here
 VISIBILITY_SECONDS = "8"
 
@@ -30,13 +29,15 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
         TTSFARM_VISIBILITY_TIMEOUT_SECONDS=VISIBILITY_SECONDS,
         TTSFARM_TEMP_DIR=str(temp),
         TTSFARM_TEXT_PROCESSES="1",
+        TTSFARM_MAX_BATCH="1",  # progress after each segment: the first comes early in the job
     )
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
     with Client(settings) as client, job_folder(str(temp)) as live, _stopped_at_the_end(doomed):
-        # about 450 s of speech: a CPU worker is still on it when it is looked at (the text
-        # alone, 150 s, was once done between two looks)
-        job_id = client.submit("\n\n".join([EXAMPLE] * 3))
+        # about 225 s of speech, made a segment at a time: a CPU worker is still on it for half a
+        # minute after its first segment (the text alone, made in batches of 8, was once done
+        # between two looks)
+        job_id = client.submit("\n\n".join([EXAMPLE] * 3), length_scale=0.5)
 
         def running_with_a_segment_done() -> bool:
             status = client.status(job_id)  # one read: the state and the progress together
