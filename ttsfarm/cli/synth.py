@@ -22,6 +22,8 @@ from ttsfarm.jobs import JobRequest, check_format, check_sentence_silence
 from ttsfarm.settings import Settings
 
 if TYPE_CHECKING:
+    from typing import BinaryIO
+
     import numpy as np
 
 
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     "--format",
     "audio_format",
     metavar=FORMAT_METAVAR,
-    help="Default: from the file name; wav for '-'. With -o -, 'pcm' streams raw 16-bit samples.",
+    help="Default: from the file name; wav for '-'. With -o -, 'pcm' streams raw 16-bit samples "
+    "(wav and mp3 stream too with --loudness off).",
 )
 @voice_options
 @click.option("--noise-scale", type=float, help="Generator noise, 0 to 2 (0: the same audio every run).")
@@ -121,7 +124,7 @@ def synth(
     to_stdout = str(output) == "-"
     text = text_from(text, text_file)
     streamed = streamed_kind(to_stdout, audio_format, loudness)
-    if streamed == "pcm":
+    if streamed in ("pcm", "mp3"):
         audio_format, loudness = "wav", None  # the file made beside the stream, and dropped
     audio_format = check_format(audio_format or "wav") if to_stdout else format_for(output, audio_format)
     request = JobRequest(text, options, audio_format, loudness=loudness, sentence_silence=sentence_silence)
@@ -137,14 +140,13 @@ def synth(
         place = Path(folder) / f"out.{audio_format}" if to_stdout else output.resolve()
         storage, key = LocalStorage(place.parent), place.name
         rate = synthesizer.voice(options.voice).sample_rate
-        listener = StdoutStream(streamed, rate) if streamed else None
-        with ProgressBar("synth", disable=quiet) as bar:
+        with StdoutStream(streamed, rate) as listener, ProgressBar("synth", disable=quiet) as bar:
             result = synthesizer.synthesize(
-                request, storage, key, progress=bar.update, tags=tags, listener=listener
+                request, storage, key, progress=bar.update, tags=tags, listener=listener if streamed else None
             )
         elapsed = time.perf_counter() - started
         if streamed:
-            result = replace(result, location="standard output", format=streamed)
+            result = replace(result, location="standard output", format=streamed, size=listener.written)
         elif to_stdout:
             sys.stdout.buffer.write(Path(result.location).read_bytes())
             sys.stdout.buffer.flush()
@@ -163,8 +165,9 @@ def synth(
 
 def streamed_kind(to_stdout: bool, audio_format: str | None, loudness: float | None) -> str | None:
     """How ``synth -o -`` streams the audio as it is made: ``pcm`` (raw 16-bit samples, as
-    piper's ``--output-raw``), ``wav`` (a header with open lengths, then the samples: with
-    ``--loudness off``, since mastering needs the whole), or ``None``: written whole at the end."""
+    piper's ``--output-raw``), ``wav`` (a header with open lengths, then the samples) or ``mp3``
+    (encoded as it comes) with ``--loudness off``, since mastering needs the whole; or ``None``:
+    written whole at the end."""
     if not to_stdout:
         if audio_format == "pcm":
             raise click.UsageError("--format pcm streams raw samples to standard output: give -o -")
@@ -173,7 +176,9 @@ def streamed_kind(to_stdout: bool, audio_format: str | None, loudness: float | N
         if loudness is not None and loudness_given():
             raise click.UsageError("pcm streams the voice's own level as it is made: leave out --loudness")
         return "pcm"
-    return "wav" if (audio_format or "wav") == "wav" and loudness is None else None
+    if loudness is not None:
+        return None
+    return audio_format if audio_format == "mp3" else "wav" if (audio_format or "wav") == "wav" else None
 
 
 def loudness_given() -> bool:
@@ -182,22 +187,89 @@ def loudness_given() -> bool:
 
 
 class StdoutStream:
-    """Writes the samples to standard output as the pipeline writes them: 16-bit PCM, after an
-    open-length WAV header for ``wav``."""
+    """Writes the samples to standard output as the pipeline writes them (``kind``, from
+    :func:`streamed_kind`; ``None``: nothing): 16-bit PCM, after an open-length WAV header for
+    ``wav``, or encoded by ffmpeg on the way for ``mp3``. As a context manager it sends the
+    encoder's last frames at a clean end, and stops it otherwise."""
 
-    def __init__(self, kind: str, sample_rate: int) -> None:
+    def __init__(self, kind: str | None, sample_rate: int) -> None:
         self.out = sys.stdout.buffer
         self.header = kind == "wav"
         self.sample_rate = sample_rate
+        self._written = 0
+        self._encoded: EncodedStdout | None = (
+            EncodedStdout(kind, sample_rate, self.out) if kind == "mp3" else None
+        )
 
     def __call__(self, samples: np.ndarray) -> None:
         from ttsfarm.pcm import open_wav_header, pcm16
 
+        if self._encoded is not None:
+            self._encoded.send(pcm16(samples))
+            return
         if self.header:
-            self.out.write(open_wav_header(self.sample_rate))
+            self._write(open_wav_header(self.sample_rate))
             self.header = False
-        self.out.write(pcm16(samples))
+        self._write(pcm16(samples))
+
+    def _write(self, data: bytes) -> None:
+        self.out.write(data)
         self.out.flush()
+        self._written += len(data)
+
+    @property
+    def written(self) -> int:
+        """Bytes sent to standard output so far."""
+        return self._encoded.written if self._encoded is not None else self._written
+
+    def __enter__(self) -> StdoutStream:
+        return self
+
+    def __exit__(self, error_type: type[BaseException] | None, *rest: object) -> None:
+        if self._encoded is not None:
+            self._encoded.end(whole=error_type is None)
+
+
+class EncodedStdout:
+    """PCM blocks encoded as ``codec`` by one ffmpeg process, what it makes copied to ``out`` by a
+    thread of its own as soon as it is made."""
+
+    def __init__(self, codec: str, sample_rate: int, out: BinaryIO) -> None:
+        import queue
+        import threading
+
+        from ttsfarm.transcoder import Transcoder, pcm_input
+
+        self.out = out
+        self.written = 0
+        self._blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._encoder = Transcoder(codec, pcm_input(sample_rate))
+        self._encoder.feed(iter(self._blocks.get, None))
+        self._failure: Exception | None = None
+        self._copier = threading.Thread(target=self._copy, name="stdout-copy", daemon=True)
+        self._copier.start()
+
+    def send(self, block: bytes) -> None:
+        self._blocks.put(block)
+
+    def _copy(self) -> None:
+        try:
+            while data := self._encoder.read():
+                self.out.write(data)
+                self.out.flush()
+                self.written += len(data)
+        except Exception as error:  # raised again by end(), in the command's thread
+            self._failure = error
+
+    def end(self, whole: bool) -> None:
+        """Send the last frames (``whole``), or stop the encoder where the audio was cut short."""
+        if not whole:
+            self._encoder.close()
+        self._blocks.put(None)
+        self._copier.join()
+        self._encoder.close()
+        if whole and self._failure is not None:
+            raise self._failure
 
 
 @click.command()
