@@ -2,7 +2,7 @@
 
 A request with a body has its key checked before the body is read (:class:`KeyFirst`): a caller
 without a valid key never gets the gateway to buffer what it sends, and a body that trickles in
-is cut off after :data:`BODY_SECONDS`.
+is cut off after ``gateway_body_seconds`` (30 s).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from gateway.errors import ApiError, error_body
 from gateway.farm import Farm, get_farm
 
 ANONYMOUS: Final = "anonymous"
-BODY_SECONDS: Final = 30.0
-"""Longest a request body may take to arrive in full; a slower one is answered 408."""
 KEY_NAME: Final = "key_name"
 """Where :class:`KeyFirst` leaves the name of a key it checked, in the request's state."""
 BEARER: Final = "bearer "
@@ -89,7 +87,7 @@ def require_key(
 
 class KeyFirst:
     """ASGI middleware: a ``/v1`` request with a body has its key checked before a byte of the
-    body is read, and its body must arrive within :data:`BODY_SECONDS`."""
+    body is read, and its body must arrive within ``gateway_body_seconds``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -112,7 +110,8 @@ class KeyFirst:
             await _answer(send, error.status, error.message, error.code, error.headers)
             return
         scope.setdefault("state", {})[KEY_NAME] = name
-        deadline = anyio.current_time() + BODY_SECONDS
+        limit = farm.settings.gateway_body_seconds
+        deadline = anyio.current_time() + limit
         body_done = False
 
         async def timed_receive() -> Message:
@@ -123,7 +122,7 @@ class KeyFirst:
                 message = await receive()
                 body_done = message["type"] != "http.request" or not message.get("more_body", False)
                 return message
-            raise BodyTooSlow
+            raise BodyTooSlow(limit)
 
         await self.app(scope, timed_receive, send)
 
@@ -133,8 +132,8 @@ class BodyTooSlow(HTTPException):
     so that FastAPI lets it through as a 408 (it turns other errors raised while reading a body
     into a 400)."""
 
-    def __init__(self) -> None:
-        super().__init__(408, f"the request body did not arrive within {BODY_SECONDS:g} s: send it at once")
+    def __init__(self, limit: float) -> None:
+        super().__init__(408, f"the request body did not arrive within {limit:g} s: send it at once")
 
 
 async def _answer(

@@ -174,6 +174,8 @@ class Settings:
     ``gateway_speech_waits``); 0 means no limit of its own."""
     gateway_max_body_bytes: int = 2 * 1024 * 1024
     """Largest request body the gateway reads: room for a job's 200,000 characters as escaped JSON."""
+    gateway_body_seconds: float = 30.0
+    """Longest a request body may take to arrive in full; a slower one is answered 408."""
     gateway_speech_max_chars: int = 4096
     """Longest input ``POST /v1/audio/speech`` speaks in one request (OpenAI's own limit); longer
     texts go through ``POST /v1/jobs``."""

@@ -30,7 +30,7 @@ from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE
 from gateway.quotas import Quotas
 from synthesis.text import split_sentences
-from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway
+from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway, waiting
 from tests.helpers_audio import decoded, energy_db
 from ttsfarm.farm.registry import KEY_PREFIX
 from ttsfarm.loudness import integrated_loudness
@@ -228,6 +228,33 @@ def test_a_body_is_not_read_before_its_key_is_checked(gateway: str) -> None:
             answer += block.decode("latin-1")
     assert answer.startswith("HTTP/1.1 401"), answer
     assert "missing API key" in answer
+
+
+def test_a_body_that_trickles_in_is_cut_off_at_its_deadline(
+    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    url = f"{REDIS_SERVER}/8"  # a database no worker reads: nothing is ever spoken here
+    key = KeyStore(url).add(f"slow-{uuid.uuid4().hex[:8]}")
+    env = farm_env(url, s3_endpoint, TTSFARM_GATEWAY_BODY_SECONDS="2")
+    for process in start_gateway(tmp_path_factory, env):
+        host, port = process.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            connection.sendall(
+                f"POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"text\": ".encode()
+            )
+            started = time.monotonic()
+            answer = b""
+            while b"send it at once" not in answer and (block := connection.recv(4096)):
+                answer += block
+            took = time.monotonic() - started
+        with httpx.Client(base_url=process.url, headers={"Authorization": f"Bearer {key}"}) as api:
+            still_up = api.get("/v1/voices").status_code
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"did not arrive within 2 s" in answer
+    assert 1.5 < took < 15, took
+    assert still_up == 200
+    assert waiting(redis.Redis.from_url(url), "ttsfarm") == []  # nothing was queued
 
 
 def test_captions_fall_where_the_audio_speaks(gateway: str, redis_url: str, worker: WorkerProcess) -> None:
