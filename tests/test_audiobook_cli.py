@@ -91,8 +91,20 @@ def test_skip_empty_makes_the_book_then_a_second_run_does_nothing(tmp_path: Path
 
 
 @pytest.mark.slow
+def twice_as_long(tmp_path: Path) -> Path:
+    """The example book and its chapters again after it: 12 parts, so that a run interrupted
+    once its first parts are done has most of its work still ahead, however the machine runs."""
+    header, *rows = EXAMPLE.read_text().splitlines(keepends=True)
+    again = [f"{int(row.split(',', 1)[0]) + 6},{row.split(',', 1)[1]}" for row in rows]
+    book = tmp_path / "book.csv"
+    book.write_text(header + "".join(rows) + "".join(again))
+    return book
+
+
+@pytest.mark.slow
 def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
-    args = command("audiobook", str(EXAMPLE), "-o", "out", *FAST)
+    book = twice_as_long(tmp_path)
+    args = command("audiobook", str(book), "-o", "out", *FAST)
     process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group, as from a terminal
         args,
         cwd=tmp_path,
@@ -107,21 +119,21 @@ def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
         time.sleep(0.02)
     os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode != 0, "the run finished before it could be interrupted"
+    assert process.returncode != 0, f"the run finished before it could be interrupted: {stderr!r}"
     assert "Traceback" not in stderr.decode()
     assert not (tmp_path / "out" / "manifest.json").exists()
     assert not list(parts.glob(".*rendering*"))
     finished = len(list(parts.glob("*.json")))
-    assert 1 <= finished < 6
-    assert f"interrupted: {finished} of 6 parts (" in stderr.decode()
+    assert 1 <= finished < 12
+    assert f"interrupted: {finished} of 12 parts (" in stderr.decode()
 
-    run = ttsfarm_audiobook(str(EXAMPLE), "-o", "out", *FAST, "-q", cwd=tmp_path)
+    run = ttsfarm_audiobook(str(book), "-o", "out", *FAST, "-q", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     rendered = re.search(
         r"(\d+) of (\d+) parts made now \((\d+) s of speech\), (\d+) from the cache", run.stdout
     )
-    assert rendered is not None and int(rendered[2]) == 6
-    assert int(rendered[1]) == 6 - finished  # every finished part was re-used
+    assert rendered is not None and int(rendered[2]) == 12
+    assert int(rendered[1]) == 12 - finished  # every finished part was re-used
     assert int(rendered[4]) == finished
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert len(manifest["chapters"]) == 6
+    assert len(manifest["chapters"]) == 12
