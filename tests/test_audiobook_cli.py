@@ -105,14 +105,20 @@ def twice_as_long(tmp_path: Path) -> Path:
 def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     book = twice_as_long(tmp_path)
     args = command("audiobook", str(book), "-o", "out", *FAST)
-    process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group, as from a terminal
-        args,
-        cwd=tmp_path,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    # A shell's background job ignores SIGINT, and so would the command started from it: caught
+    # here while it starts, SIGINT is back to its default in the command, as at a terminal.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(  # in a session of its own: Ctrl-C reaches its whole group
+            args,
+            cwd=tmp_path,
+            env=environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     parts = tmp_path / "out" / ".parts"
     deadline = time.monotonic() + 180
     while not list(parts.glob("*.json")) and process.poll() is None and time.monotonic() < deadline:
