@@ -25,9 +25,20 @@ def flower_task(flower: str, job_id: str) -> dict[str, object]:
     return reply.json() if reply.status_code == 200 else {}  # type: ignore[no-any-return]
 
 
+@pytest.fixture
+def watching(client: Client, worker: WorkerProcess, flower: str) -> str:
+    """Flower once it has its events: it answers on its port before it has subscribed to them,
+    and a job sent and taken in between would show there without its summary."""
+    job_id = client.submit("Flower watches this one.")
+    client.wait(job_id, timeout=120)
+    wait_for(lambda: flower_task(flower, job_id).get("state") == "SUCCESS", 60, "Flower to see the jobs")
+    return flower
+
+
 def test_flower_shows_a_cancelled_job_as_revoked_with_a_short_summary(
-    client: Client, worker: WorkerProcess, flower: str
+    client: Client, worker: WorkerProcess, watching: str
 ) -> None:
+    flower = watching
     # the worker before Flower (as in test_farm): Flower lists the workers it found at its start
     text = EXAMPLE * 4
     job_id = client.submit(text, format="mp3")
@@ -45,8 +56,9 @@ def test_flower_shows_a_cancelled_job_as_revoked_with_a_short_summary(
 
 
 def test_flower_shows_a_failed_job_as_failed(
-    client: Client, worker: WorkerProcess, flower: str, tmp_path: Path
+    client: Client, worker: WorkerProcess, watching: str, tmp_path: Path
 ) -> None:
+    flower = watching
     job_id = client.submit("Nobody speaks this.", voice=broken_voice(tmp_path))
     with pytest.raises(JobFailed):
         client.wait(job_id, timeout=30)
