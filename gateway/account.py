@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from gateway.auth import ApiKeyName, FarmDep
+from gateway.auth import ApiKeyName, CallerLimits, FarmDep
 from gateway.errors import ApiError
 from gateway.models import KeyView
 
@@ -13,12 +13,11 @@ router = APIRouter(prefix="/v1/keys", tags=["jobs"])
 
 
 @router.get("/me", response_model=KeyView)
-async def me(key_name: ApiKeyName, farm: FarmDep) -> KeyView:
+async def me(key_name: ApiKeyName, limits: CallerLimits, farm: FarmDep) -> KeyView:
     """The key's name, its limits, and the secret that signs its jobs' callbacks."""
     if not farm.settings.gateway_auth:
         raise ApiError(400, "API keys are off on this gateway: there is no key, and no callbacks", "no_keys")
     secret = await run_in_threadpool(farm.keys.callback_secret, key_name)
-    limits = await run_in_threadpool(farm.keys.limits, key_name)
     jobs, chars = farm.quotas.limits_of(limits)
     return KeyView(
         name=key_name,

@@ -18,16 +18,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ApiError, error_body
 from gateway.farm import Farm, get_farm
+from gateway.keys import ApiKey, KeyLimits
 
-ANONYMOUS: Final = "anonymous"
-KEY_NAME: Final = "key_name"
-"""Where :class:`KeyFirst` leaves the name of a key it checked, in the request's state."""
+ANONYMOUS: Final = ApiKey("anonymous", "", 0.0)
+"""Every caller with ``gateway_auth`` off: no limits of its own."""
+CALLER: Final = "caller"
+"""Where the caller's key, once checked, is kept in the request's state."""
 BEARER: Final = "bearer "
 _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsfarm keys add NAME`.")
 
 
-def key_name_for(farm: Farm, key: str | None, address: str) -> str:
-    """The name of ``key``, after its rate limit; :class:`ApiError` 401 or 429 otherwise. An
+def caller_for(farm: Farm, key: str | None, address: str) -> ApiKey:
+    """What is kept of ``key``, after its rate limit; :class:`ApiError` 401 or 429 otherwise. An
     ``address`` that sent too many wrong keys this minute gets 429 before its key is looked at.
     With ``gateway_auth`` off every caller is ``anonymous`` and unlimited (the layer in front
     limits)."""
@@ -50,8 +52,8 @@ def key_name_for(farm: Farm, key: str | None, address: str) -> str:
             "too_many_wrong_keys",
             {"Retry-After": str(wait)},
         )
-    name = farm.keys.verify(key)
-    if name is None:
+    found = farm.keys.verify(key)
+    if found is None:
         farm.failures.hit(failures)
         raise ApiError(
             401,
@@ -59,7 +61,7 @@ def key_name_for(farm: Farm, key: str | None, address: str) -> str:
             "invalid_api_key",
             {"WWW-Authenticate": "Bearer"},
         )
-    retry_after = farm.limiter.hit(name)
+    retry_after = farm.limiter.hit(found.name)
     if retry_after is not None:
         raise ApiError(
             429,
@@ -68,21 +70,33 @@ def key_name_for(farm: Farm, key: str | None, address: str) -> str:
             "rate_limited",
             {"Retry-After": str(retry_after)},
         )
-    return name
+    return found
 
 
-def require_key(
+def require_caller(
     farm: Annotated[Farm, Depends(get_farm)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     request: Request,
-) -> str:
-    """The name of the caller's key (:func:`key_name_for`), checked here or, for a request with
-    a body, already by :class:`KeyFirst`."""
-    checked = getattr(request.state, KEY_NAME, None)
-    if isinstance(checked, str):
+) -> ApiKey:
+    """The caller's key (:func:`caller_for`), checked here or, for a request with a body, already
+    by :class:`KeyFirst`: its record is read once per request."""
+    checked = getattr(request.state, CALLER, None)
+    if isinstance(checked, ApiKey):
         return checked
     key = credentials.credentials if credentials else None
-    return key_name_for(farm, key, request.client.host if request.client else "unknown")
+    caller = caller_for(farm, key, request.client.host if request.client else "unknown")
+    setattr(request.state, CALLER, caller)
+    return caller
+
+
+def require_key(caller: Annotated[ApiKey, Depends(require_caller)]) -> str:
+    """The name of the caller's key."""
+    return caller.name
+
+
+def caller_limits(caller: Annotated[ApiKey, Depends(require_caller)]) -> KeyLimits:
+    """The caller's key's own limits (``gateway.keys.KeyLimits``)."""
+    return caller.limits
 
 
 class KeyFirst:
@@ -105,11 +119,11 @@ class KeyFirst:
         key = given[len(BEARER) :].strip() if given.lower().startswith(BEARER) else None
         address = scope["client"][0] if scope.get("client") else "unknown"
         try:
-            name = await anyio.to_thread.run_sync(key_name_for, farm, key, address)
+            caller = await anyio.to_thread.run_sync(caller_for, farm, key, address)
         except ApiError as error:
             await _answer(send, error.status, error.message, error.code, error.headers)
             return
-        scope.setdefault("state", {})[KEY_NAME] = name
+        scope.setdefault("state", {})[CALLER] = caller
         limit = farm.settings.gateway_body_seconds
         deadline = anyio.current_time() + limit
         body_done = False
@@ -148,4 +162,5 @@ async def _answer(
 
 
 ApiKeyName = Annotated[str, Depends(require_key)]
+CallerLimits = Annotated[KeyLimits, Depends(caller_limits)]
 FarmDep = Annotated[Farm, Depends(get_farm)]

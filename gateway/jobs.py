@@ -12,7 +12,7 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from gateway.audio import AUDIO_RESPONSES, audio_response
-from gateway.auth import ApiKeyName, FarmDep
+from gateway.auth import ApiKeyName, CallerLimits, FarmDep
 from gateway.callbacks import check_callback_url
 from gateway.errors import ApiError
 from gateway.farm import Farm
@@ -77,6 +77,7 @@ def view(status: JobStatus) -> JobView:
 def submit_job(
     body: JobCreate,
     key_name: ApiKeyName,
+    limits: CallerLimits,
     farm: FarmDep,
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
@@ -99,8 +100,7 @@ def submit_job(
     )
     if body.callback_url is not None:
         check_callback(farm, body.callback_url)
-    limits = farm.keys.limits(key_name)
-    if limits.job_priority(body.priority) != body.priority:
+    if not limits.allows(body.priority):
         raise ApiError(
             403,
             f"this key's jobs are {limits.priority} at most: send priority {limits.priority!r}, or have "

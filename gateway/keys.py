@@ -81,8 +81,12 @@ class KeyLimits:
         )
 
     def job_priority(self, asked: str) -> str:
-        """The priority a job asking for ``asked`` gets: at most the key's own."""
-        return max(asked, self.priority, key=PRIORITIES.index)
+        """The priority a job asking for ``asked`` (checked) gets: at most the key's own."""
+        return max(check_priority(asked), self.priority, key=PRIORITIES.index)
+
+    def allows(self, asked: str) -> bool:
+        """Whether a job of this key may ask for priority ``asked`` (checked)."""
+        return self.job_priority(asked) == asked
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,12 @@ class ApiKey:
     key_id: str
     created_at: float
     limits: KeyLimits = KeyLimits()
+
+
+def _kept(key_id: str, record: Mapping[str, str]) -> ApiKey:
+    return ApiKey(
+        record["name"], key_id, float(record.get("created_at", 0.0)), KeyLimits.from_record(record)
+    )
 
 
 def _digest(secret: str) -> str:
@@ -133,19 +143,9 @@ class KeyStore:
     def list_keys(self) -> list[ApiKey]:
         """Every key, by name."""
         names: dict[str, str] = reach(self.url, self._redis.hgetall, NAMES_KEY)
-        keys = []
-        for name, key_id in sorted(names.items()):
-            record: dict[str, str] = reach(self.url, self._redis.hgetall, RECORD_PREFIX + key_id)
-            created = float(record.get("created_at", 0.0))
-            keys.append(ApiKey(name, key_id, created, KeyLimits.from_record(record)))
-        return keys
-
-    def limits(self, name: str) -> KeyLimits:
-        """The limits of the key called ``name`` (the settings' alone for a name with no key)."""
-        key_id = reach(self.url, self._redis.hget, NAMES_KEY, name)
-        if key_id is None:
-            return KeyLimits()
-        return KeyLimits.from_record(reach(self.url, self._redis.hgetall, RECORD_PREFIX + key_id))
+        ids = [key_id for _, key_id in sorted(names.items())]
+        records = [(key_id, reach(self.url, self._redis.hgetall, RECORD_PREFIX + key_id)) for key_id in ids]
+        return [_kept(key_id, record) for key_id, record in records if record]  # not one revoked meanwhile
 
     def set_limits(self, name: str, limits: KeyLimits) -> None:
         """Give the key called ``name`` these limits, in place of those it had."""
@@ -181,8 +181,9 @@ class KeyStore:
         reach(self.url, self._redis.hsetnx, RECORD_PREFIX + key_id, "callback_secret", made)
         return str(reach(self.url, self._redis.hget, RECORD_PREFIX + key_id, "callback_secret"))
 
-    def verify(self, key: str) -> str | None:
-        """The name of the key, or ``None`` if it is not a key that is in force."""
+    def verify(self, key: str) -> ApiKey | None:
+        """What is kept of the key (its name and limits among it, from the one read of its
+        record), or ``None`` if it is not a key that is in force."""
         match = _KEY.fullmatch(key)
         if match is None:
             return None
@@ -191,5 +192,5 @@ class KeyStore:
         # Constant time, so the secret cannot be found by timing the answers; an unknown id is
         # compared too (against a digest no secret has), to answer it at the same pace.
         if hmac.compare_digest(_digest(match["secret"]), expected or _digest("")) and expected:
-            return record["name"]
+            return _kept(match["id"], record)
         return None

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from gateway.audio import AUDIO_RESPONSES, audio_response, encoded_response
-from gateway.auth import ApiKeyName, FarmDep
+from gateway.auth import ApiKeyName, CallerLimits, FarmDep
 from gateway.errors import NO_RETRY, ApiError
 from gateway.farm import Farm
 from gateway.jobs import owned_key
@@ -146,6 +146,7 @@ def _check(body: SpeechRequest, max_chars: int) -> Delivery:
 async def speech(
     body: SpeechRequest,
     key_name: ApiKeyName,
+    limits: CallerLimits,
     farm: FarmDep,
     request: Request,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
@@ -174,7 +175,6 @@ async def speech(
     if await run_in_threadpool(farm.workers) < 1:
         retry = {"Retry-After": str(NO_WORKER_RETRY)}
         raise ApiError(503, "no worker is up to speak it: retry shortly", "no_workers", retry)
-    limits = await run_in_threadpool(farm.keys.limits, key_name)
     submit = partial(
         farm.client.submit,
         body.input,

@@ -55,12 +55,14 @@ def test_a_keys_own_limits_hold_in_place_of_the_settings(
         with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {wide}"}) as api:
             bulk = api.post("/v1/jobs", json={"text": text})
             urgent = api.post("/v1/jobs", json={"text": "Someone waits.", "priority": "interactive"})
+            unknown = api.post("/v1/jobs", json={"text": text, "priority": "urgent"})
     assert (me["jobs_in_flight"], me["chars_per_day"], me["priority"]) == (50, 40, "bulk")
     assert first.status_code == 202 and later.status_code == 202, (first.text, later.text)
     assert over.status_code == 429 and over.json()["error"]["code"] == "daily_characters"
     assert pushy.status_code == 403, pushy.text
     assert "this key's jobs are bulk at most" in pushy.json()["error"]["message"]
     assert bulk.status_code == urgent.status_code == 202
+    assert unknown.status_code == 400 and "unknown priority 'urgent'" in unknown.json()["error"]["message"]
     queued = [json.loads(message)["headers"]["id"] for message in waiting(broker, QUEUE)]
     ids = [answer.json()["id"] for answer in (first, later, bulk, urgent)]
     assert queued[-1] == ids[-1]  # the interactive job is the next a worker takes
