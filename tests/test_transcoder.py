@@ -103,3 +103,19 @@ def test_closing_early_stops_ffmpeg() -> None:
     transcoder.close()
     release.set()
     assert not transcoder.running
+
+
+def test_blocks_written_by_the_caller_encode_to_the_same_audio() -> None:
+    """The push side: blocks written from one thread while another reads, then the input ended."""
+    audio = tone(TONE_SECONDS)
+    with Transcoder("mp3", pcm_input(RATE)) as transcoder:
+        pieces: list[bytes] = []
+        reader = threading.Thread(target=lambda: pieces.append(read_all(transcoder)))
+        reader.start()
+        assert all(transcoder.write(block) for block in blocks_of(audio, 7))
+        transcoder.end_input()
+        reader.join(60)
+    back = decoded(pieces[0], RATE)
+    assert 0 <= len(back) - len(audio) < 4 * 1152
+    assert energy_db(back) == pytest.approx(energy_db(audio), abs=0.5)
+    assert not transcoder.write(b"\0\0")  # its input ended: the block is refused, not raised

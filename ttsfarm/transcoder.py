@@ -76,20 +76,32 @@ class Transcoder:
         self._feeder = threading.Thread(target=self._send, args=(blocks,), name="transcode", daemon=True)
         self._feeder.start()
 
+    def write(self, block: bytes) -> bool:
+        """Send one block to ffmpeg from the caller's thread (:meth:`read` must be reading in
+        another meanwhile, or a full pipe blocks this); ``False`` once ffmpeg is gone (:meth:`read`
+        says why) or the input was ended."""
+        try:
+            self._stdin.write(block)
+            self._stdin.flush()
+        except (BrokenPipeError, ValueError):  # ffmpeg is gone, or the input was ended
+            return False
+        return True
+
+    def end_input(self) -> None:
+        """No more blocks: ffmpeg finishes its last frames, and :meth:`read` then ends."""
+        with contextlib.suppress(BrokenPipeError):
+            self._stdin.close()
+
     def _send(self, blocks: Iterable[bytes]) -> None:
-        pipe = self._stdin
         try:
             for block in blocks:
-                pipe.write(block)
-                pipe.flush()
-        except BrokenPipeError:  # ffmpeg is gone: read() says why
-            pass
+                if not self.write(block):
+                    break
         except BaseException as error:
             self._source_error = error
             self._process.kill()
         finally:
-            with contextlib.suppress(BrokenPipeError):
-                pipe.close()
+            self.end_input()
 
     def read(self) -> bytes:
         """What ffmpeg has made since the last read (waits for some); ``b""`` once it is done.

@@ -176,9 +176,8 @@ def streamed_kind(to_stdout: bool, audio_format: str | None, loudness: float | N
         if loudness is not None and loudness_given():
             raise click.UsageError("pcm streams the voice's own level as it is made: leave out --loudness")
         return "pcm"
-    if loudness is not None:
-        return None
-    return audio_format if audio_format == "mp3" else "wav" if (audio_format or "wav") == "wav" else None
+    kind = audio_format or "wav"
+    return kind if loudness is None and kind in ("wav", "mp3") else None
 
 
 def loudness_given() -> bool:
@@ -235,22 +234,19 @@ class EncodedStdout:
     thread of its own as soon as it is made."""
 
     def __init__(self, codec: str, sample_rate: int, out: BinaryIO) -> None:
-        import queue
         import threading
 
         from ttsfarm.transcoder import Transcoder, pcm_input
 
         self.out = out
         self.written = 0
-        self._blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._encoder = Transcoder(codec, pcm_input(sample_rate))
-        self._encoder.feed(iter(self._blocks.get, None))
         self._failure: Exception | None = None
         self._copier = threading.Thread(target=self._copy, name="stdout-copy", daemon=True)
         self._copier.start()
 
     def send(self, block: bytes) -> None:
-        self._blocks.put(block)
+        self._encoder.write(block)  # ffmpeg gone: the copier has the reason, end() raises it
 
     def _copy(self) -> None:
         try:
@@ -263,9 +259,10 @@ class EncodedStdout:
 
     def end(self, whole: bool) -> None:
         """Send the last frames (``whole``), or stop the encoder where the audio was cut short."""
-        if not whole:
+        if whole:
+            self._encoder.end_input()
+        else:
             self._encoder.close()
-        self._blocks.put(None)
         self._copier.join()
         self._encoder.close()
         if whole and self._failure is not None:
