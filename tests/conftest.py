@@ -43,6 +43,16 @@ def redis_server() -> str:
     return _own_redis_url or os.environ.get("TTSFARM_TEST_REDIS", DEFAULT_REDIS_SERVER)
 
 
+def emptied(url: str) -> Iterator[redis.Redis]:
+    """The Redis database at ``url``, emptied before and after the test that uses it (a
+    fixture's body: ``yield from emptied(URL)``)."""
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     given = getattr(config, "workerinput", None)
     if given is not None:  # a test process of pytest-xdist

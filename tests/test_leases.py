@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.conftest import redis_server
+from tests.conftest import emptied, redis_server
 from worker.leases import HELD_GRACE_SECONDS, INDEX_KEY, MESSAGES_KEY, Leases
 
 URL = f"{redis_server()}/12"
@@ -17,10 +17,7 @@ URL = f"{redis_server()}/12"
 
 @pytest.fixture
 def broker() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL)
-    client.flushdb()
-    yield client
-    client.flushdb()
+    yield from emptied(URL)
 
 
 def deliver(broker: redis.Redis, tag: str) -> None:

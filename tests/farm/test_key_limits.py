@@ -13,6 +13,7 @@ import httpx
 import pytest
 import redis
 
+from tests.conftest import emptied
 from tests.farm.conftest import REDIS_SERVER, farm_env, start_gateway, waiting
 
 URL = f"{REDIS_SERVER}/9"
@@ -21,10 +22,7 @@ QUEUE = "ttsfarm"
 
 @pytest.fixture
 def broker() -> Iterator[redis.Redis]:
-    server = redis.Redis.from_url(URL)
-    server.flushdb()
-    yield server
-    server.flushdb()
+    yield from emptied(URL)
 
 
 def keys_command(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

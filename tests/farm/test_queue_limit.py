@@ -14,6 +14,7 @@ import redis
 
 from producer import Client
 from producer.client import JobSpec
+from tests.conftest import emptied
 from tests.farm.conftest import REDIS_SERVER, farm_env, new_key, queue_lists, start_gateway, waiting
 from ttsfarm.errors import QueueFull
 from ttsfarm.settings import Settings
@@ -24,10 +25,7 @@ QUEUE = "ttsfarm"
 
 @pytest.fixture
 def queue() -> Iterator[redis.Redis]:
-    server = redis.Redis.from_url(URL)
-    server.flushdb()
-    yield server
-    server.flushdb()
+    yield from emptied(URL)
 
 
 def limited_client(limit: int) -> Client:
