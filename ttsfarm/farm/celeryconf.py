@@ -33,7 +33,7 @@ FINISH_TASK_NAME: Final = "ttsfarm.finish"
 """A book's chapter: its parts joined, mastered and encoded (``ttsfarm.finishing``)."""
 FINISH_QUEUE_SUFFIX: Final = ".finish"
 MESSAGE_PRIORITIES: Final = {"interactive": 0, "bulk": 6}
-"""The Celery message priority each job priority (``ttsfarm.jobs.PRIORITIES``) is sent with:
+"""The Celery message priority each job priority (``ttsfarm.job_limits.PRIORITIES``) is sent with:
 on Redis the lower is taken first. A message sent without one (before priorities) counts as 0."""
 
 
