@@ -20,7 +20,6 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.helpers_deploy import load_healthcheck
 from ttsfarm.cli import main as cli
 from ttsfarm.settings import ENV_PREFIX, Settings
 
@@ -257,14 +257,6 @@ def test_the_image_gets_every_package() -> None:
     packages = {pattern.rstrip("*") for pattern in patterns}
     copied = set(re.findall(r"^COPY (\w+) /src/\1$", DOCKERFILE.read_text(), flags=re.MULTILINE))
     assert packages <= copied
-
-
-def load_healthcheck() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ttsfarm_healthcheck", ROOT / "docker" / "healthcheck.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
