@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -20,25 +21,56 @@ from ttsfarm.errors import SettingsError
 from ttsfarm.settings import Settings
 from ttsfarm.voices import Voice
 
+log = logging.getLogger(__name__)
+
 READY_CACHE_SECONDS: Final = 2.0
 """/readyz answers from its last look for this long: a probe must not flood the workers with pings."""
 WORKER_PING_SECONDS: Final = 1.0
 
 
 class WorkerCount:
-    """How many workers answer a ping, looked up at most every READY_CACHE_SECONDS."""
+    """How many workers answer a ping, looked up at most every READY_CACHE_SECONDS.
+
+    A ping waits WORKER_PING_SECONDS for the answers, so a request never waits for it while
+    workers were seen: an old count is answered and a new one taken in the background. Only
+    with no count yet, or none seen, does the caller wait for the ping (one ping for all who
+    wait), so that a worker that has just come up is seen at once."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self._lock = threading.Lock()
         self._seen: tuple[float, int] | None = None
+        self._refreshing = False
 
     def __call__(self) -> int:
         with self._lock:
-            if self._seen is None or time.monotonic() - self._seen[0] >= READY_CACHE_SECONDS:
-                self._client.ping()
-                self._seen = (time.monotonic(), len(self._client.workers(timeout=WORKER_PING_SECONDS)))
-            return self._seen[1]
+            seen = self._seen
+            if seen is not None and time.monotonic() - seen[0] < READY_CACHE_SECONDS:
+                return seen[1]
+            if seen is not None and seen[1] > 0:
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh, name="ttsfarm-worker-count", daemon=True).start()
+                return seen[1]
+            return self._count()
+
+    def _count(self) -> int:
+        self._client.ping()
+        count = len(self._client.workers(timeout=WORKER_PING_SECONDS))
+        self._seen = (time.monotonic(), count)  # from the answer: the ping's wait is not its age
+        return count
+
+    def _refresh(self) -> None:
+        try:
+            self._client.ping()
+            count = len(self._client.workers(timeout=WORKER_PING_SECONDS))
+        except Exception:  # Redis gone: the next caller pings itself and sees why
+            log.warning("looking for workers failed", exc_info=True)
+            with self._lock:
+                self._seen, self._refreshing = None, False
+            return
+        with self._lock:
+            self._seen, self._refreshing = (time.monotonic(), count), False
 
 
 @dataclass(frozen=True)
