@@ -67,9 +67,9 @@ class RunLimited:
         self.engine = engine
         self._slots = threading.BoundedSemaphore(max(runs, 1))
 
-    def run(self, items: Any, scales: Any) -> Any:
+    def speak(self, items: Any, scales: Any) -> Any:
         with self._slots:
-            return self.engine.run(items, scales)
+            return self.engine.speak(items, scales)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)

@@ -18,7 +18,7 @@ from gateway.errors import ApiError
 from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
 from producer.client import JobSpec
-from ttsfarm.captions import CAPTION_FORMATS, captions
+from ttsfarm.captions import CAPTION_FORMATS, GRANULARITIES, captions
 from ttsfarm.errors import InvalidInput, JobNotFound
 from ttsfarm.jobs import MAX_TEXT_CHARS, JobStatus, check_text
 from ttsfarm.redact import redact
@@ -161,22 +161,27 @@ def job_captions(
     farm: FarmDep,
     caption_format: Annotated[
         str,
-        Query(
-            alias="format", description="srt, vtt or json: one cue per segment (a sentence, or part of one)."
-        ),
+        Query(alias="format", description="srt, vtt or json (json holds segments and words alike)."),
     ] = "srt",
+    granularity: Annotated[
+        str, Query(description="segment (a sentence, or part of one) or word: what one SRT or VTT cue holds.")
+    ] = "segment",
 ) -> Response:
-    """A finished job's captions: each segment's text and where it sits in the audio."""
+    """A finished job's captions: each segment's or word's text and where it sits in the audio."""
     if caption_format not in CAPTION_FORMATS:
         raise ApiError(
             400, f"unknown caption format {caption_format[:20]!r}: use srt, vtt or json", "unknown_format"
         )
+    if granularity not in GRANULARITIES:
+        wrong = f"unknown granularity {granularity[:20]!r}: use segment or word"
+        raise ApiError(400, wrong, "unknown_granularity")
     status = known_status(farm, job_id, key_name)
     if status.result is None:
         raise ApiError(409, f"job {job_id} is {status.state}: it has no audio (yet)", "no_audio")
     media_type = CAPTION_FORMATS[caption_format]
     charset = "" if caption_format == "json" else "; charset=utf-8"
-    return Response(captions(status.result.segments, caption_format), media_type=media_type + charset)
+    text = captions(status.result.segments, caption_format, granularity)
+    return Response(text, media_type=media_type + charset)
 
 
 @router.delete("/{job_id}", response_model=JobView)

@@ -100,9 +100,7 @@ class ApiKey:
 
 
 def _kept(key_id: str, record: Mapping[str, str]) -> ApiKey:
-    return ApiKey(
-        record["name"], key_id, float(record.get("created_at", 0.0)), KeyLimits.from_record(record)
-    )
+    return ApiKey(record["name"], key_id, float(record.get("created_at", 0.0)), KeyLimits.from_record(record))
 
 
 def _digest(secret: str) -> str:

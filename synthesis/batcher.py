@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, InvalidProtobuf, NoSuchFile
 
 from synthesis.batching import BatcherStats, BatchObserver, BusyClock
-from synthesis.engine import EngineItem, EngineOutOfMemory, Scales
+from synthesis.engine import EngineItem, EngineOutOfMemory, Scales, Spoken
 from synthesis.engines import VoiceEngine
 from ttsfarm.errors import PermanentError, VoiceNotFound
 from ttsfarm.voices import Voice
@@ -61,7 +61,7 @@ class _Pending:
     key: BatchKey
     voice: Voice
     item: EngineItem
-    future: Future[np.ndarray]
+    future: Future[Spoken]
     enqueued_at: float
 
 
@@ -151,9 +151,9 @@ class Batcher:
                 "give a Piper .onnx voice with its .onnx.json beside it"
             ) from None
 
-    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
-        """Queue one utterance; the future holds its waveform (float32, trimmed)."""
-        future: Future[np.ndarray] = Future()
+    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[Spoken]:
+        """Queue one utterance; the future holds its waveform (float32, trimmed) and durations."""
+        future: Future[Spoken] = Future()
         pending = _Pending((str(voice.model_path), scales), voice, item, future, time.monotonic())
         with self._cond:
             if self._closed:
@@ -250,7 +250,7 @@ class Batcher:
             engine = self.engine(voice)
             started = time.perf_counter()
             with self._busy:
-                waves = engine.run([p.item for p in batch], scales)
+                spoken = engine.speak([p.item for p in batch], scales)
             seconds = time.perf_counter() - started
         except EngineOutOfMemory:
             self._after_out_of_memory(batch, halvings)
@@ -267,8 +267,8 @@ class Batcher:
         with self._stats_lock:
             self._stats.record(lengths, seconds)
         log.debug("batch of %d on %s", len(batch), engine.provider)
-        for pending, wave in zip(batch, waves, strict=True):
-            pending.future.set_result(wave)
+        for pending, item in zip(batch, spoken, strict=True):
+            pending.future.set_result(item)
         for observer in self._observers:
             observer(lengths, seconds)
 
@@ -290,14 +290,18 @@ class Batcher:
             log.error("segment of %d phoneme ids failed: %s", len(pending.item.phoneme_ids), error)
             pending.future.set_exception(error)
 
-    def _run_in_halves(self, pending: _Pending) -> np.ndarray:
-        """Last resort for an item too long for memory: speak it as two utterances."""
+    def _run_in_halves(self, pending: _Pending) -> Spoken:
+        """Last resort for an item too long for memory: speak it as two utterances (their
+        durations do not line up with the item's ids, so none are given)."""
         engine = self.engine(pending.voice)
         scales = pending.key[1]
         left, right = split_phoneme_ids(pending.item.phoneme_ids, pending.voice)
         log.warning("out of memory on one segment: splitting it in two")
-        waves = [engine.run([EngineItem(part, pending.item.speaker_id)], scales)[0] for part in (left, right)]
-        return np.concatenate(waves)
+        waves = [
+            engine.speak([EngineItem(part, pending.item.speaker_id)], scales)[0].audio
+            for part in (left, right)
+        ]
+        return Spoken(np.concatenate(waves), None)
 
 
 def _fail(batch: list[_Pending], error: Exception) -> None:

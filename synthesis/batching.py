@@ -14,10 +14,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from synthesis.engine_base import EngineOptions
-from synthesis.items import EngineItem, Scales
+from synthesis.items import EngineItem, Scales, Spoken
 from ttsfarm.voices import Voice
 
 BatchObserver = Callable[[Sequence[int], float], None]
@@ -123,6 +121,6 @@ class SegmentBatcher(Protocol):
         ...
 
     def engine(self, voice: Voice) -> EngineInfo: ...
-    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]: ...
+    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[Spoken]: ...
     def observe(self, observer: BatchObserver) -> None: ...
     def close(self) -> None: ...

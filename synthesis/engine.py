@@ -24,7 +24,9 @@ import onnxruntime as ort
 
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
 from synthesis.devices import device
+from synthesis.durations_model import durations_model
 from synthesis.engine_base import (
+    PIPER_OUTPUT,
     EngineBasics,
     EngineOptions,
     check_piper_interface,
@@ -32,7 +34,17 @@ from synthesis.engine_base import (
     is_out_of_memory,
 )
 from synthesis.gpus import gpu_present
-from synthesis.items import EngineItem, Scales, cut_items, filler_ids, padded_feeds, voice_scales, warmup_ids
+from synthesis.items import (
+    EngineItem,
+    Scales,
+    Spoken,
+    cut_items,
+    filler_ids,
+    padded_feeds,
+    spoken_items,
+    voice_scales,
+    warmup_ids,
+)
 from synthesis.session_cache import SessionBuilds, SessionCache
 from synthesis.sessions import (
     Precision,
@@ -55,6 +67,7 @@ __all__ = [
     "Precision",
     "Provider",
     "Scales",
+    "Spoken",
     "cut_items",
     "filler_ids",
     "gpu_present",
@@ -75,6 +88,12 @@ class EditedModels:
     """Empty unless the engine runs fp16."""
     durations: str
     """The name of the durations output."""
+
+
+def only_other_output(session: ort.InferenceSession) -> str:
+    """The name of the graph's one output besides the audio: the durations."""
+    (name,) = (value.name for value in session.get_outputs() if value.name != PIPER_OUTPUT)
+    return str(name)
 
 
 def edit_model(voice: Voice, *, buckets: bool, fp16: bool, gathered_positions: bool = True) -> EditedModels:
@@ -119,6 +138,8 @@ class Engine(EngineBasics):
         self._edited: EditedModels | None = None
         self._edit_lock = threading.Lock()
         self._plain_session: ort.InferenceSession | None = None
+        self._plain_durations = ""
+        """The durations output of :meth:`_plain`'s graph."""
         self._fp32_buckets: set[Bucket | None] = set()
         # Not options.waveform_cuda_options: this one graph predicts the durations as well, and
         # NHWC (what TTSFARM_CUDA_LAYOUT puts there) changes them; lengths must stay exact.
@@ -173,8 +194,8 @@ class Engine(EngineBasics):
         scales = self.default_scales()
         return sum(self._run_fillers(rows, max_ids, scales) for rows in sorted(set(batch_sizes)))
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        """Synthesize a batch in one session run; one float32 waveform per item."""
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
+        """Synthesize a batch in one session run: each item's audio and its durations."""
         if not items:
             return []
         longest = max(len(item.phoneme_ids) for item in items)
@@ -200,8 +221,9 @@ class Engine(EngineBasics):
             return self._edited
 
     def _plain(self) -> ort.InferenceSession:
-        """The voice's own graph, unedited, for one item at a time without buckets: its output
-        is then exactly the item's length, and loading it needs neither onnx nor an edit."""
+        """The voice's own graph with only its durations exposed, for one item at a time without
+        buckets: its output is then exactly the item's length, and once the edited graph is
+        cached (``synthesis.durations_model``) loading it needs neither onnx nor an edit."""
         if self._plain_session is not None:  # built once; every CPU segment asks, so no lock after that
             return self._plain_session
         with self._edit_lock:
@@ -209,28 +231,34 @@ class Engine(EngineBasics):
                 started = time.perf_counter()
                 path = self.voice.model_path
                 try:
-                    session = build_session(str(path), self._session_options, self._providers)
-                except Exception as error:  # onnxruntime raises its own untyped errors
+                    model = durations_model(self.voice)
+                    session = build_session(model, self._session_options, self._providers)
+                except ValueError:  # says what the graph lacks
+                    raise
+                except Exception as error:  # onnx and onnxruntime raise their own untyped errors
                     if is_out_of_memory(error):
                         raise
                     raise ValueError(f"onnxruntime cannot load {path}: {str(error).strip()[-300:]}") from None
                 check_piper_interface(session, str(path))
+                self._plain_durations = only_other_output(session)
                 self._plain_session = session
                 self.builds.count(time.perf_counter() - started)
             return self._plain_session
 
-    def _run_alone(self, item: EngineItem, scales: Scales) -> np.ndarray:
+    def _run_alone(self, item: EngineItem, scales: Scales) -> Spoken:
         feeds = padded_feeds([item], 1, len(item.phoneme_ids), scales, "sid" in self._input_names)
         try:
             with self._run_slots:
-                (audio,) = self._plain().run(["output"], feeds, self._run_options)
+                session = self._plain()
+                audio, durations = session.run(["output", self._plain_durations], feeds, self._run_options)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
                 raise EngineOutOfMemory(str(error)) from error
             raise
-        return np.asarray(audio, dtype=np.float32).reshape(-1)
+        frames = np.asarray(durations).reshape(-1).astype(np.int32)
+        return Spoken(np.asarray(audio, dtype=np.float32).reshape(-1), frames)
 
-    def _run_once(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def _run_once(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         if len(items) == 1 and not self.buckets:
             return [self._run_alone(items[0], scales)]
         longest = max(len(item.phoneme_ids) for item in items)
@@ -263,9 +291,10 @@ class Engine(EngineBasics):
         if bucket is not None and audio.shape[1] > bucket.frames * self.voice.hop_length:
             with self._sessions_lock:
                 self.frame_overflows += 1
-        samples = durations.reshape(rows, -1).sum(axis=1).astype(np.int64)
-        samples *= self.voice.hop_length
-        return cut_items(audio, samples, len(items))
+        frames = durations.reshape(rows, -1).astype(np.int64)
+        samples = frames.sum(axis=1) * self.voice.hop_length
+        lengths = [len(item.phoneme_ids) for item in items]
+        return spoken_items(cut_items(audio, samples, len(items)), frames, lengths)
 
     def end_profiling(self) -> list[str]:
         """Stop profiling every session; the profile files written."""

@@ -4,7 +4,7 @@ every engine takes once loaded (warm-up, fillers, a batch too large run in halve
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 from synthesis.buckets import ID_BUCKETS
-from synthesis.items import EngineItem, Scales, filler_ids, voice_scales, warmup_ids
+from synthesis.items import EngineItem, Scales, Spoken, filler_ids, voice_scales, warmup_ids
 from synthesis.session_cache import SessionBuilds
 from synthesis.sessions import CUDA, CudaOptions, Precision, Provider
 from ttsfarm.voices import Voice
@@ -96,8 +96,13 @@ def is_missing_fp16_plan(error: BaseException) -> bool:
 
 def check_piper_interface(session: ort.InferenceSession, path: str) -> None:
     """Raise ``ValueError`` unless the session's graph has a Piper voice's inputs and output."""
-    inputs = {value.name for value in session.get_inputs()}
-    outputs = {value.name for value in session.get_outputs()}
+    inputs = [value.name for value in session.get_inputs()]
+    check_piper_names(inputs, [value.name for value in session.get_outputs()], path)
+
+
+def check_piper_names(inputs: Iterable[str], outputs: Iterable[str], path: str) -> None:
+    """Raise ``ValueError`` unless these are a Piper voice's inputs and outputs."""
+    inputs, outputs = set(inputs), set(outputs)
     if not inputs >= PIPER_INPUTS or PIPER_OUTPUT not in outputs:
         raise ValueError(
             f"{path} takes {sorted(inputs)} and gives {sorted(outputs)}, where a Piper voice takes "
@@ -140,13 +145,18 @@ class EngineBasics:
         """Seconds spent so far in each stage of the engine's runs (none for one session)."""
         return {}
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
+        """Synthesize a batch: each item's audio and the frames each of its phoneme ids got."""
         raise NotImplementedError
 
-    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        """Synthesize a batch; one float32 waveform per item (:meth:`speak` without the frames)."""
+        return [spoken.audio for spoken in self.speak(items, scales)]
+
+    def _in_halves(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         """A batch too large for one run (frames over the limit), run as two."""
         middle = len(items) // 2
-        return [*self.run(items[:middle], scales), *self.run(items[middle:], scales)]
+        return [*self.speak(items[:middle], scales), *self.speak(items[middle:], scales)]
 
     def _run_fillers(self, rows: int, max_ids: int, scales: Scales) -> int:
         """Run a batch of ``rows`` filler items at each phoneme-id bucket up to ``max_ids``: the

@@ -32,10 +32,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection
 from typing import Any, Final
 
-import numpy as np
-
 from synthesis.batching import BatcherStats, BatchObserver, EngineInfo
-from synthesis.engine import EngineItem, EngineOptions, Scales, voice_scales
+from synthesis.engine import EngineItem, EngineOptions, Scales, Spoken, voice_scales
 from synthesis.sessions import CUDA
 from ttsfarm.errors import TransientError
 from ttsfarm.voices import Voice
@@ -158,7 +156,7 @@ class RemoteBatcher:
             found = self._engines[key] = self._answer("engine", voice)
         return found
 
-    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[np.ndarray]:
+    def submit(self, voice: Voice, item: EngineItem, scales: Scales) -> Future[Spoken]:
         """Queue one segment in the host's batcher. Cancelling the future (a job that stopped,
         a health probe that timed out) takes the segment out there too, if it has not run."""
         return self._ask("submit", voice, item, scales)

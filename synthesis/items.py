@@ -16,6 +16,7 @@ PAD_ID: Final = 0
 WARMUP_PHONEMES: Final = "h\u0259l\u02c8o\u028a."  # "hello." in IPA
 """A short utterance run once at load, so kernels and memory pools are ready."""
 
+
 @dataclass(frozen=True)
 class Scales:
     """The model's ``scales`` input; one value for a whole batch."""
@@ -34,6 +35,26 @@ class EngineItem:
 
     phoneme_ids: Sequence[int]
     speaker_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """One item as the engine spoke it."""
+
+    audio: np.ndarray
+    """float32 samples, exactly ``frames.sum() * hop_length`` of them where ``frames`` is known."""
+    frames: np.ndarray | None
+    """Decoder frames each of the item's phoneme ids got (the model's durations), in order;
+    ``None`` where the engine cannot say (an item spoken in two halves)."""
+
+
+def spoken_items(audio: list[np.ndarray], durations: np.ndarray, lengths: Sequence[int]) -> list[Spoken]:
+    """Each cut item's audio with its own row of ``durations`` (``(rows, ids)``), cut to its
+    phoneme ids."""
+    return [
+        Spoken(wave, np.array(durations[row, :length], dtype=np.int32))
+        for row, (wave, length) in enumerate(zip(audio, lengths, strict=True))
+    ]
 
 
 def cut_items(audio: np.ndarray, samples: np.ndarray, count: int) -> list[np.ndarray]:

@@ -11,14 +11,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
 from synthesis.audio import AudioListener, SegmentWriter
 from synthesis.batching import SegmentBatcher
-from synthesis.engine import EngineItem, Scales
+from synthesis.engine import EngineItem, Scales, Spoken
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.text import Segment
+from synthesis.word_timings import word_timings
 from ttsfarm.breaks import PAUSE_SENTENCE
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
@@ -215,7 +214,7 @@ class Synthesizer:
         scales = self.scales(voice, request.options)
         speaker = voice.speaker_id(request.options.speaker)
         ahead = SEGMENTS_AHEAD_PER_BATCH * self.batcher.max_batch
-        in_flight: deque[tuple[Segment, Future[np.ndarray]]] = deque()
+        in_flight: deque[tuple[Segment, Future[Spoken]]] = deque()
         count = _SegmentCount(len(request.text))
 
         def fill() -> None:
@@ -234,7 +233,11 @@ class Synthesizer:
             while in_flight:
                 segment, future = in_flight.popleft()
                 pause = pause_after(segment, request.sentence_silence)
-                writer.append(future.result(), segment.text, pause)
+                spoken = future.result()
+                start = writer.duration
+                span = (start, start + len(spoken.audio) / voice.sample_rate)
+                words = word_timings(segment.text, segment.phoneme_ids, spoken.frames, voice, span)
+                writer.append(spoken.audio, segment.text, pause, words)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted
                 raise_if_cancelled(cancelled)

@@ -38,7 +38,7 @@ from synthesis.devices import device
 from synthesis.engine_base import EngineBasics, EngineOptions, is_out_of_memory
 from synthesis.frame_plan import FRAME_BUCKETS, FRAMES_PER_ID_AT_MOST, Plan, frame_bucket
 from synthesis.front_stage import FrontKey, FrontResult, FrontStage
-from synthesis.items import EngineItem, Scales, cut_items, warmup_ids
+from synthesis.items import EngineItem, Scales, Spoken, cut_items, spoken_items, warmup_ids
 from synthesis.precision import convert_to_fp16
 from synthesis.relative_positions import with_gathered_relative_positions
 from synthesis.session_cache import SessionBuilds, SessionCache
@@ -205,8 +205,8 @@ class StagedEngine(EngineBasics):
                 done += 1
         return done
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
-        """Synthesize a batch; one float32 waveform per item, ``sum(durations) * hop`` long."""
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
+        """Synthesize a batch: each item's audio, ``sum(durations) * hop`` long, and its durations."""
         if not items:
             return []
         longest = max(len(item.phoneme_ids) for item in items)
@@ -222,17 +222,20 @@ class StagedEngine(EngineBasics):
         if spoken is None:  # spoke longer than estimated: run it in halves
             self.frame_overflows += 1
             return self._in_halves(items, scales)
-        audio, samples = spoken
+        audio, samples, durations = spoken
         started = time.perf_counter()
         try:
-            return cut_items(audio, samples, len(items))  # copies: the lent buffer goes back
+            cut = cut_items(audio, samples, len(items))  # copies: the lent buffer goes back
+            return spoken_items(cut, durations, [len(item.phoneme_ids) for item in items])
         finally:
             self.release(audio)
             self.timer.spent(cut=time.perf_counter() - started)
 
-    def _spoken(self, items: Sequence[EngineItem], scales: Scales) -> tuple[np.ndarray, np.ndarray] | None:
-        """The batch's audio on the host and each item's samples; ``None`` if the batch needs
-        more frames than a run may take."""
+    def _spoken(
+        self, items: Sequence[EngineItem], scales: Scales
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The batch's audio on the host, each item's samples and the durations; ``None`` if the
+        batch needs more frames than a run may take."""
         with self._run_slots:
             started = time.perf_counter()
             front = self.front.run(items, scales)
@@ -241,7 +244,7 @@ class StagedEngine(EngineBasics):
         if planned is None:
             return None
         plan, samples = planned
-        return self.waveform_audio(front, plan, scales.noise_scale), samples
+        return self.waveform_audio(front, plan, scales.noise_scale), samples, front.durations
 
     def plan(self, front: FrontResult, items: int) -> tuple[Plan, np.ndarray] | None:
         """The frame plan of a batch and each item's samples; ``None`` if the batch needs more

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from synthesis.engine import Engine, EngineItem, Scales
+from synthesis.engine import Engine, EngineItem, Scales, Spoken
 
 SegmentKey = tuple[tuple[int, ...], int | None, Scales]
 
@@ -18,16 +18,19 @@ class SpokenOnce:
 
     def __init__(self, engine: Engine) -> None:
         self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
-        self.spoken: dict[SegmentKey, np.ndarray] = {}
+        self.spoken: dict[SegmentKey, Spoken] = {}
         self.runs = 0
 
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         keys = [(tuple(item.phoneme_ids), item.speaker_id, scales) for item in items]
         new = {key: item for key, item in zip(keys, items, strict=True) if key not in self.spoken}
         if new:
             self.runs += 1
-            self.spoken.update(zip(new, self.engine.run(list(new.values()), scales), strict=True))
-        return [self.spoken[key].copy() for key in keys]
+            self.spoken.update(zip(new, self.engine.speak(list(new.values()), scales), strict=True))
+        return [Spoken(self.spoken[key].audio.copy(), self.spoken[key].frames) for key in keys]
+
+    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+        return [spoken.audio for spoken in self.speak(items, scales)]

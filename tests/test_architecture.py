@@ -37,9 +37,7 @@ MAY_IMPORT: Final[dict[str, frozenset[str]]] = {
     "worker": frozenset({"core", "storage", "synthesis", "farm"}),
     "producer": frozenset({"core", "storage", "farm", "audiobook"}),
     "gateway": frozenset({"core", "storage", "farm", "producer"}),
-    "cli": frozenset(
-        {"core", "storage", "synthesis", "farm", "audiobook", "worker", "producer", "gateway"}
-    ),
+    "cli": frozenset({"core", "storage", "synthesis", "farm", "audiobook", "worker", "producer", "gateway"}),
 }
 """Lowest first: shared types (``core``) know nothing of the rest; the command line is the top."""
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from synthesis.batcher import Batcher, split_phoneme_ids
-from synthesis.engine import Engine, EngineItem, EngineOutOfMemory, Scales
+from synthesis.engine import Engine, EngineItem, EngineOutOfMemory, Scales, Spoken
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
 from ttsfarm.voices import Voice
@@ -34,11 +34,11 @@ class LimitedMemoryEngine:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.calls.append(len(items))
         if len(items) > self.max_items or max(len(i.phoneme_ids) for i in items) > self.max_ids:
             raise EngineOutOfMemory("CUDA failure 2: out of memory")
-        return self.engine.run(items, scales)
+        return self.engine.speak(items, scales)
 
 
 class GatedEngine:
@@ -52,12 +52,12 @@ class GatedEngine:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.threads.add(threading.get_ident())
         if not self.running.is_set():
             self.running.set()
             self.gate.wait(30)
-        return self.engine.run(items, scales)
+        return self.engine.speak(items, scales)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def submit_all(
     batcher: Batcher, voice: Voice, phonemizer: Phonemizer, texts: list[str], scales: Scales = DETERMINISTIC
 ) -> list[np.ndarray]:
     futures = [batcher.submit(voice, EngineItem(phonemizer.ids(t)), scales) for t in texts]
-    return [f.result(timeout=120) for f in futures]
+    return [f.result(timeout=120).audio for f in futures]
 
 
 def test_concurrent_jobs_share_batches(
@@ -79,7 +79,8 @@ def test_concurrent_jobs_share_batches(
     results: dict[int, np.ndarray] = {}
 
     def job(n: int) -> None:
-        results[n] = batcher.submit(voice, EngineItem(phonemizer.ids(TEXTS[n])), DETERMINISTIC).result(120)
+        item = EngineItem(phonemizer.ids(TEXTS[n]))
+        results[n] = batcher.submit(voice, item, DETERMINISTIC).result(120).audio
 
     with Batcher(lambda v: engine, max_batch=8, max_wait=0.2) as batcher:
         threads = [threading.Thread(target=job, args=(n,)) for n in range(8)]
@@ -103,7 +104,7 @@ def test_batches_group_by_scales_and_respect_max(
             batcher.submit(voice, EngineItem(phonemizer.ids(t)), DETERMINISTIC if n % 2 else slow)
             for n, t in enumerate(TEXTS[:8])
         ]
-        waves = [f.result(120) for f in futures]
+        waves = [f.result(120).audio for f in futures]
     assert max(batcher.stats.batch_sizes) <= 4
     assert batcher.stats.batches >= 2
     for n in (0, 1):  # each item ran at its own scales, not at those of the batch's oldest
@@ -169,7 +170,7 @@ def test_item_that_cannot_fit_fails_alone(engine: Engine, voice: Voice, phonemiz
     with Batcher(lambda v: limited, max_batch=8, max_wait=0.2) as batcher:  # type: ignore[arg-type,return-value]
         ok = batcher.submit(voice, EngineItem(phonemizer.ids("Hi.")), DETERMINISTIC)
         bad = batcher.submit(voice, EngineItem(phonemizer.ids(TEXTS[13])), DETERMINISTIC)
-        assert len(ok.result(60)) > 0
+        assert len(ok.result(60).audio) > 0
         with pytest.raises(EngineOutOfMemory):
             bad.result(60)
 

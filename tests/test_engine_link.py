@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from synthesis.batcher import Batcher
-from synthesis.engine import Engine, EngineItem, EngineOptions, Scales
+from synthesis.engine import Engine, EngineItem, EngineOptions, Scales, Spoken
 from synthesis.engine_host import EngineHost
 from synthesis.engine_link import EngineLost, RemoteBatcher
 from synthesis.phonemes import Phonemizer
@@ -46,7 +46,7 @@ def test_segments_through_the_link_match_the_engine_and_share_its_batches(
     futures = [
         (first if n % 2 else second).submit(voice, item, DETERMINISTIC) for n, item in enumerate(items)
     ]
-    waves = [future.result(60) for future in futures]
+    waves = [future.result(60).audio for future in futures]
     for item, wave in zip(items, waves, strict=True):
         alone = engine.run([item], DETERMINISTIC)[0]
         assert len(wave) == len(alone)  # exact lengths, as in the engine's own process
@@ -106,10 +106,10 @@ class GatedEngine:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.runs.append(len(items))
         self.gate.wait(30)
-        return self.engine.run(items, scales)
+        return self.engine.speak(items, scales)
 
 
 def test_a_lost_host_fails_what_waits_and_says_so_once(
@@ -148,7 +148,7 @@ def test_a_cancelled_segment_never_runs_in_the_host(
         assert queued.cancel()  # as a job that stopped cancels its segments still in flight
         time.sleep(1.0)  # for the cancel to cross the socket before the runner is free
         gated.gate.set()
-        assert len(running.result(60)) > 0
+        assert len(running.result(60).audio) > 0
         time.sleep(0.5)
         assert gated.runs == [1], "the cancelled segment was taken out of the host's batcher"
         consumer.close()

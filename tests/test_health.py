@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 
-import numpy as np
 import pytest
 
 from synthesis.batcher import Batcher
-from synthesis.engine import Engine, EngineItem, Scales
+from synthesis.engine import Engine, EngineItem, Scales, Spoken
 from synthesis.pipeline import Synthesizer
 from worker.health import EngineHealth
 
@@ -28,12 +27,12 @@ class FaultyDevice:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
-    def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
+    def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         if self.fail:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if self.hang:
             self.release.wait(30)
-        return self.engine.run(items, scales)
+        return self.engine.speak(items, scales)
 
 
 @pytest.fixture

@@ -72,9 +72,7 @@ def test_settings_win_over_device_defaults() -> None:
 
 
 def test_engine_options_from_settings() -> None:
-    options = engine_options(
-        Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_GPU": "3"})
-    )
+    options = engine_options(Settings.load({"TTSFARM_PRECISION": "fp32", "TTSFARM_GPU": "3"}))
     assert (options.precision, options.shape_buckets, options.device_id) == ("fp32", None, 3)
     with pytest.raises(SettingsError, match="TTSFARM_PRECISION must be"):
         engine_options(Settings(precision="int4"))

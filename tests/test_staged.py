@@ -367,7 +367,7 @@ def test_the_batchers_stats_split_each_run_into_its_stages(
     before = staged_buckets.stage_totals()
     with Batcher(lambda v: staged_buckets, max_batch=4, max_wait=0.5) as batcher:
         futures = [batcher.submit(voice, item, DETERMINISTIC) for item in _items(phonemizer)]
-        assert all(len(future.result(120)) for future in futures)
+        assert all(len(future.result(120).audio) for future in futures)
         stats = batcher.stats
     assert stats.batches >= 1
     assert set(stats.stage_seconds) == set(STAGES)

@@ -1,7 +1,9 @@
-"""Captions of a job's audio: SubRip (SRT), WebVTT and JSON, one cue per segment.
+"""Captions of a job's audio: SubRip (SRT), WebVTT and JSON, one cue per segment or per word.
 
 A segment is a sentence, or a piece of one where it is long (``JobResult.segments``): its text and
-where it sits in the audio, measured from the samples each segment really got.
+where it sits in the audio, measured from the samples each segment really got. Its words are timed
+from the engine's durations (``synthesis.word_timings``). JSON holds both, as OpenAI's verbose
+transcriptions do: ``{"segments": [{text, start, end}], "words": [{word, start, end}]}``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ CAPTION_FORMATS: Final[dict[str, str]] = {
     "json": "application/json",
 }
 """Caption formats by name, with their media types."""
+
+GRANULARITIES: Final = ("segment", "word")
+"""What one SRT or WebVTT cue holds."""
 
 
 def _clock(seconds: float, decimal: str) -> str:
@@ -54,10 +59,34 @@ def vtt(cues: Sequence[SegmentTiming]) -> str:
     return "WEBVTT\n\n" + "\n".join(blocks)
 
 
-def captions(cues: Sequence[SegmentTiming], caption_format: str) -> str:
-    """The cues in ``caption_format`` (one of :data:`CAPTION_FORMATS`)."""
-    if caption_format == "srt":
-        return srt(cues)
-    if caption_format == "vtt":
-        return vtt(cues)
-    return json.dumps({"segments": [cue.to_dict() for cue in cues]}, ensure_ascii=False)
+def word_cues(segments: Sequence[SegmentTiming]) -> list[SegmentTiming]:
+    """One cue per word; a segment without word timings (a result stored before jobs had
+    them) stays one cue."""
+    cues: list[SegmentTiming] = []
+    for segment in segments:
+        if segment.words:
+            cues += [SegmentTiming(w.word, w.start, w.end) for w in segment.words]
+        else:
+            cues.append(segment)
+    return cues
+
+
+def _json(segments: Sequence[SegmentTiming]) -> str:
+    def seconds(value: float) -> float:
+        return round(value, 3)
+
+    words = [w for s in segments for w in s.words]
+    data = {
+        "segments": [{"text": s.text, "start": seconds(s.start), "end": seconds(s.end)} for s in segments],
+        "words": [{"word": w.word, "start": seconds(w.start), "end": seconds(w.end)} for w in words],
+    }
+    return json.dumps(data, ensure_ascii=False)
+
+
+def captions(segments: Sequence[SegmentTiming], caption_format: str, granularity: str = "segment") -> str:
+    """The captions in ``caption_format`` (one of :data:`CAPTION_FORMATS`), SRT and WebVTT with
+    one cue per ``granularity`` (one of :data:`GRANULARITIES`); JSON holds segments and words."""
+    if caption_format == "json":
+        return _json(segments)
+    cues = word_cues(segments) if granularity == "word" else list(segments)
+    return srt(cues) if caption_format == "srt" else vtt(cues)

@@ -179,7 +179,7 @@ def join_parts(
             raise InvalidInput(f"part {n + 1} of the chapter has {audio.shape[1]} channels, not one")
         audio = resample(audio[:, 0], part_rate, rate)
         shift = offset / rate
-        segments += [SegmentTiming(s.text, s.start + shift, s.end + shift) for s in part.segments]
+        segments += [s.shifted(shift) for s in part.segments]
         pieces.append(audio)
         offset += len(audio)
         if n < len(request.parts) - 1:

@@ -39,6 +39,7 @@ from ttsfarm.job_limits import (
     check_unicode,
     is_number,
 )
+from ttsfarm.timings import SegmentTiming, WordTiming
 
 __all__ = [  # what a job accepts (``ttsfarm.job_limits``) is part of the job's API
     "AUDIO_FORMATS",
@@ -63,6 +64,7 @@ __all__ = [  # what a job accepts (``ttsfarm.job_limits``) is part of the job's 
     "JobStatus",
     "SegmentTiming",
     "SynthesisOptions",
+    "WordTiming",
     "audio_key",
     "check_format",
     "check_key",
@@ -208,22 +210,6 @@ class JobRequest:
             sentence_silence=data.get("sentence_silence"),
             stream=bool(data.get("stream", False)),
         )
-
-
-@dataclass(frozen=True)
-class SegmentTiming:
-    """Where one piece of the source text sits in the audio, in seconds."""
-
-    text: str
-    start: float
-    end: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SegmentTiming:
-        return cls(text=data["text"], start=float(data["start"]), end=float(data["end"]))
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ class EngineHealth:
                 voice, EngineItem(warmup_ids(voice)), engine.default_scales()
             )
             try:
-                wave = future.result(timeout)
+                wave = future.result(timeout).audio
             finally:
                 future.cancel()  # a probe that timed out must not run later for nobody
         except FutureTimeout:

@@ -142,9 +142,7 @@ def test_a_client_that_hangs_up_cancels_its_speech_job(
 
 
 @pytest.fixture(scope="module")
-def gateway_without_workers(
-    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def gateway_without_workers(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     redis.Redis.from_url(NO_WORKER_URL).flushdb()
     for process in start_gateway(tmp_path_factory, farm_env(NO_WORKER_URL, s3_endpoint)):
         yield process.url
@@ -241,7 +239,7 @@ def test_a_body_that_trickles_in_is_cut_off_at_its_deadline(
         with socket.create_connection((host, int(port)), timeout=30) as connection:
             connection.sendall(
                 f"POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
-                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"text\": ".encode()
+                'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"text": '.encode()
             )
             started = time.monotonic()
             answer = b""
@@ -264,14 +262,22 @@ def test_captions_fall_where_the_audio_speaks(gateway: str, redis_url: str, work
         job_id = api.post("/v1/jobs", json={"text": text, "format": "wav"}).json()["id"]
         assert wait_done(api, job_id)["state"] == "succeeded"
         audio, rate = sf.read(io.BytesIO(api.get(f"/v1/jobs/{job_id}/audio").content), dtype="float32")
-        cues = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "json"}).json()["segments"]
+        timed = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "json"}).json()
         as_srt = api.get(f"/v1/jobs/{job_id}/captions")
         as_vtt = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "vtt"})
+        word_vtt = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "vtt", "granularity": "word"})
         unknown = api.get(f"/v1/jobs/{job_id}/captions", params={"format": "ass"})
+        unknown_granularity = api.get(f"/v1/jobs/{job_id}/captions", params={"granularity": "syllable"})
+    cues, words = timed["segments"], timed["words"]
     assert [cue["text"] for cue in cues] == split_sentences(text)
+    assert [word["word"] for word in words] == text.split()
     assert as_srt.headers["content-type"].startswith("application/x-subrip") and as_srt.text.count("-->") == 3
     assert as_vtt.text.startswith("WEBVTT") and as_vtt.headers["content-type"].startswith("text/vtt")
-    assert unknown.status_code == 400
+    assert word_vtt.text.count("-->") == len(text.split())
+    assert unknown.status_code == 400 and unknown_granularity.status_code == 400
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(words))
+    inside = [any(c["start"] <= w["start"] < w["end"] <= c["end"] + 0.001 for c in cues) for w in words]
+    assert all(inside), inside  # each word within its sentence
 
     def loudness(start: float, end: float) -> float:
         window = audio[int(start * rate) : int(end * rate)]

@@ -176,7 +176,7 @@ def run_batcher(
     with Batcher(lambda voice: engine, max_batch=batch, max_wait=max_wait) as batcher:
         started = time.perf_counter()
         futures = [batcher.submit(engine.voice, item, scales) for item in items]
-        samples = sum(len(future.result()) for future in futures)
+        samples = sum(len(future.result().audio) for future in futures)
         wall = time.perf_counter() - started
         stats = batcher.stats
     return BatcherTiming(
