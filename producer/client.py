@@ -388,4 +388,3 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
