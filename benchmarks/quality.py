@@ -32,7 +32,7 @@ Making the WAVs runs in the project's venv (piper-tts and the engine are there):
 
 ``--make-piper`` uses piper-tts itself (``PiperVoice`` with the joe voice, its config's noise
 and length scales); ``--make-ttsfarm`` uses the in-process pipeline (``synthesis.build``) on the
-CPU, one text per file, as ``ttsfarm synth`` does.
+CPU (``--provider cuda``: the GPU), one text per file, as ``ttsfarm synth`` does.
 """
 
 from __future__ import annotations
@@ -547,8 +547,9 @@ def make_piper(texts: list[str], folder: Path) -> None:
             voice.synthesize_wav(text, wav)
 
 
-def make_ttsfarm(texts: list[str], folder: Path) -> None:
-    """The in-process pipeline of ``ttsfarm synth`` on the CPU, one WAV per text."""
+def make_ttsfarm(texts: list[str], folder: Path, provider: str = "cpu") -> None:
+    """The in-process pipeline of ``ttsfarm synth`` on ``provider``, one WAV per text, and the
+    jobs' segment and word timings in ``timings.json``."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from synthesis.build import local_synthesizer
@@ -556,13 +557,16 @@ def make_ttsfarm(texts: list[str], folder: Path) -> None:
     from ttsfarm.settings import Settings
     from ttsfarm.storage import LocalStorage
 
-    settings = Settings.load().with_options(provider="cpu")
+    settings = Settings.load().with_options(provider=provider)
     storage = LocalStorage(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    timings = []
     with local_synthesizer(settings) as synthesizer:
         for index, text in enumerate(texts):
             request = JobRequest(text, SynthesisOptions(voice=settings.voice), "wav")
-            synthesizer.synthesize(request, storage, wav_name(index))
+            result = synthesizer.synthesize(request, storage, wav_name(index))
+            timings.append([segment.to_dict() for segment in result.segments])
+    (folder / "timings.json").write_text(json.dumps(timings, ensure_ascii=False))
 
 
 def timed(label: str, action: Any, *args: Any) -> None:
@@ -585,7 +589,10 @@ def main() -> None:
         "--make-piper", type=Path, metavar="FOLDER", help="Synthesize the texts with piper-tts."
     )
     parser.add_argument(
-        "--make-ttsfarm", type=Path, metavar="FOLDER", help="Synthesize the texts with ttsfarm on the CPU."
+        "--provider", choices=["cpu", "cuda"], default="cpu", help="Where --make-ttsfarm runs."
+    )
+    parser.add_argument(
+        "--make-ttsfarm", type=Path, metavar="FOLDER", help="Synthesize the texts with ttsfarm (--provider)."
     )
     parser.add_argument(
         "--whisper-dir", type=Path, help="A CTranslate2 Whisper model folder instead of the packaged base."
@@ -602,7 +609,7 @@ def main() -> None:
     if args.make_piper:
         timed(f"piper: {len(texts)} files", make_piper, texts, args.make_piper)
     if args.make_ttsfarm:
-        timed(f"ttsfarm: {len(texts)} files", make_ttsfarm, texts, args.make_ttsfarm)
+        timed(f"ttsfarm: {len(texts)} files", make_ttsfarm, texts, args.make_ttsfarm, args.provider)
     if args.system:
         measure(args.system, texts, args.whisper_dir, args.json)
 

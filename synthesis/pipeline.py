@@ -17,7 +17,7 @@ from synthesis.engine import EngineItem, Scales, Spoken
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.text import Segment
-from synthesis.word_timings import word_timings
+from synthesis.word_timings import even_frames, word_timings
 from ttsfarm.breaks import PAUSE_SENTENCE
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
@@ -234,9 +234,12 @@ class Synthesizer:
                 segment, future = in_flight.popleft()
                 pause = pause_after(segment, request.sentence_silence)
                 spoken = future.result()
-                start = writer.duration
-                span = (start, start + len(spoken.audio) / voice.sample_rate)
-                words = word_timings(segment.text, segment.phoneme_ids, spoken.frames, voice, span)
+                frames = spoken.frames
+                if frames is None:
+                    frames = even_frames(
+                        len(segment.phoneme_ids), len(spoken.audio) / voice.sample_rate, voice
+                    )
+                words = word_timings(segment.words, frames, voice, writer.duration)
                 writer.append(spoken.audio, segment.text, pause, words)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted

@@ -6,17 +6,24 @@ and each frame is ``hop_length`` samples, so the audio of a word is known to the
 at its first phoneme and ends after the pad that follows its last one. Punctuation, the pads
 before a word and the gaps are silence between words, and belong to none.
 
-The text's words (runs of non-space characters with a letter or digit) are matched to the
-spoken words one to one where there are as many of each. Where reading aloud changed the count
-("1998" spoken as three words, ``[[ phonemes ]]`` in the text), or where no durations are known,
-each text word gets the share of the segment's phonemes that its share of the characters gives,
-timed through the same frames: still monotonic, still within the segment, only less exact.
+Two halves, so that the worker's interpreter, which also feeds the GPU, does little:
+
+- :func:`word_spans`, on the text side (the text processes, with the phonemes): which ids each
+  of the text's words spans. The text's words (runs of non-space characters with a letter or
+  digit) pair one to one with the spoken words where there are as many of each. espeak-ng often
+  speaks two words as one ("from the" as ``fɹʌmðə``) and reading aloud changes counts ("1998" as
+  three words): then each text word gets the share of the sounding ids that its share of the
+  characters gives, its edges moved to the nearest gap between spoken words where one is close.
+- :func:`word_timings`, in the worker once the durations are known: those spans in seconds, a
+  few whole-array steps per segment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final, NamedTuple
 
 import numpy as np
 
@@ -27,79 +34,105 @@ SILENT_SYMBOLS: Final = frozenset("^$_ !?,.;:'\"()-#\u2193")
 """Ids of these symbols are never part of a word's sound: the edges, pads, the word gap and
 punctuation (which the voice speaks as a pause or a pitch change)."""
 
+SNAP_IDS: Final = 3
+"""A word edge found by share moves to a gap between spoken words at most this many sounding
+ids away (about half a short word)."""
+
+_WORD: Final = re.compile(r"\S*[^\W_]\S*")
+"""A word read aloud: a run of non-space characters with a letter or digit."""
+
+WordSpan = tuple[str, int, int]
+"""A word of the text, the index of its first id and of the id after its last (its pad included)."""
+
+
+class IdKinds(NamedTuple):
+    """One voice's phoneme ids by kind, as lookup tables indexed by id."""
+
+    sounding: np.ndarray
+    gap: np.ndarray
+    pad: np.ndarray
+
+
+def _tables(id_map: Mapping[str, Sequence[int]]) -> IdKinds:
+    size = 1 + max((value for values in id_map.values() for value in values), default=0)
+    sounding, gap, pad = np.ones(size, dtype=bool), np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+    for symbol, values in id_map.items():
+        if symbol in SILENT_SYMBOLS:
+            sounding[list(values)] = False
+        if symbol == " ":
+            gap[list(values)] = True
+        if symbol == "_":
+            pad[list(values)] = True
+    return IdKinds(sounding, gap, pad)
+
+
+_kinds: dict[Path, IdKinds] = {}
+
+
+def kinds_of(voice: Voice) -> IdKinds:
+    """The voice's lookup tables, made once per voice file."""
+    kinds = _kinds.get(voice.model_path)
+    if kinds is None:
+        kinds = _kinds[voice.model_path] = _tables(voice.phoneme_id_map)
+    return kinds
+
 
 def text_words(text: str) -> list[str]:
     """The words of a segment's text that are read aloud: non-space runs with a letter or digit."""
-    return [word for word in text.split() if any(character.isalnum() for character in word)]
+    return _WORD.findall(text)
+
+
+def word_spans(text: str, phoneme_ids: Sequence[int], voice: Voice) -> tuple[WordSpan, ...]:
+    """Which of ``phoneme_ids`` each word of ``text`` spans (see the module's docstring)."""
+    words = text_words(text)
+    kinds = kinds_of(voice)
+    ids = np.minimum(np.asarray(phoneme_ids, dtype=np.int64), len(kinds.sounding) - 1)
+    sounding = np.flatnonzero(kinds.sounding[ids])
+    if not words or not len(sounding):
+        return ()
+    word_of = np.cumsum(kinds.gap[ids])[sounding]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(word_of)) + 1))
+    if len(starts) == len(words):
+        cuts = [*starts.tolist(), len(sounding)]
+    else:
+        cuts = _cuts_by_share(words, len(sounding), starts)
+    spans = []
+    for number, word in enumerate(words):
+        first, last = int(sounding[cuts[number]]), int(sounding[cuts[number + 1] - 1])
+        after = last + 1 + int(last + 1 < len(ids) and kinds.pad[ids[last + 1]])
+        spans.append((word, first, after))
+    return tuple(spans)
+
+
+def _cuts_by_share(words: list[str], count: int, starts: np.ndarray) -> list[int]:
+    """Word edges in the sounding ids: ``0``, each word's first, ``count``. By each word's share
+    of the letters and digits, moved to a spoken word's start within :data:`SNAP_IDS`; strictly rising
+    (every word gets an id) while there are ids enough."""
+    lengths = np.array([sum(c.isalnum() for c in word) for word in words], dtype=np.float64)
+    shares = np.round(np.cumsum(lengths)[:-1] / lengths.sum() * count).astype(np.int64)
+    cuts = [0]
+    for number, share in enumerate(shares.tolist()):
+        nearest = int(starts[np.argmin(np.abs(starts - share))])
+        cut = nearest if abs(nearest - share) <= SNAP_IDS else share
+        room = count - (len(words) - number - 1)  # ids the later words still need
+        cuts.append(min(max(cut, cuts[-1] + 1), room) if room > cuts[-1] else cuts[-1])
+    return [*cuts, count]
 
 
 def word_timings(
-    text: str,
-    phoneme_ids: Sequence[int],
-    frames: np.ndarray | None,
-    voice: Voice,
-    span: tuple[float, float],
+    spans: Sequence[WordSpan], frames: np.ndarray, voice: Voice, start: float
 ) -> tuple[WordTiming, ...]:
-    """Each of ``text``'s words with its start and end, in seconds; the segment's audio is
-    ``span`` (start, end). ``frames`` are the engine's durations of ``phoneme_ids`` (``None``:
-    unknown, the segment's phonemes are then taken as equally long)."""
-    words = text_words(text)
-    if not words or not phoneme_ids:
+    """Each word of ``spans`` (:func:`word_spans`) in seconds, to the millisecond, where the
+    segment's audio begins at ``start``; ``frames`` are the engine's durations of its ids."""
+    if not spans:
         return ()
-    ids = np.asarray(phoneme_ids)
-    per_id = np.ones(len(ids), dtype=np.int64) if frames is None else np.asarray(frames, dtype=np.int64)
-    if len(per_id) != len(ids):
-        raise ValueError(f"{len(per_id)} durations for {len(ids)} phoneme ids")
-    start, end = span
-    hop = voice.hop_length / voice.sample_rate
-    seconds_per_frame = hop if frames is not None else (end - start) / len(ids)
-    offsets = np.concatenate([[0], np.cumsum(per_id)]) * seconds_per_frame + start
-    spoken = _spoken_words(ids, voice)
-    if frames is not None and len(spoken) == len(words):
-        pairs = zip(words, spoken, strict=True)
-        return tuple(WordTiming(word, float(offsets[a]), float(offsets[b])) for word, (a, b) in pairs)
-    return _by_share(words, ids, voice, offsets)
+    words, firsts, afters = zip(*spans, strict=True)
+    offsets = np.concatenate(([0.0], np.cumsum(frames, dtype=np.float64)))
+    seconds = np.round(offsets * (voice.hop_length / voice.sample_rate) + start, 3)
+    return tuple(map(WordTiming, words, seconds[list(firsts)].tolist(), seconds[list(afters)].tolist()))
 
 
-def _silent_ids(voice: Voice) -> frozenset[int]:
-    id_map = voice.phoneme_id_map
-    return frozenset(value for symbol in SILENT_SYMBOLS for value in id_map.get(symbol, ()))
-
-
-def _spoken_words(ids: np.ndarray, voice: Voice) -> list[tuple[int, int]]:
-    """``(first, end)`` index pairs of each spoken word's ids: from its first sounding id to
-    after the pad that follows its last (the pad carries the phoneme's tail)."""
-    silent = _silent_ids(voice)
-    gap = set(voice.phoneme_id_map.get(" ", ()))
-    pads = set(voice.phoneme_id_map.get("_", ()))
-    words: list[tuple[int, int]] = []
-    first = last = -1
-    for index, value in enumerate(ids.tolist()):
-        if value in gap:
-            if first >= 0:
-                words.append((first, last))
-            first = last = -1
-        elif value not in silent:
-            first = index if first < 0 else first
-            last = index + 1 + (index + 1 < len(ids) and int(ids[index + 1]) in pads)
-    if first >= 0:
-        words.append((first, last))
-    return words
-
-
-def _by_share(words: list[str], ids: np.ndarray, voice: Voice, offsets: np.ndarray) -> tuple[WordTiming, ...]:
-    """Each word over the sounding ids its share of the characters gives, timed by ``offsets``."""
-    silent = _silent_ids(voice)
-    sounding = [index for index, value in enumerate(ids.tolist()) if value not in silent]
-    if not sounding:
-        return ()
-    count = len(sounding)
-    lengths = np.array([len(word) for word in words], dtype=np.float64)
-    cuts = np.round(np.concatenate([[0.0], np.cumsum(lengths)]) / lengths.sum() * count).astype(int)
-    timings = []
-    for number, word in enumerate(words):
-        first = min(int(cuts[number]), count - 1)
-        after = min(max(int(cuts[number + 1]), first + 1), count)
-        start, end = offsets[sounding[first]], offsets[sounding[after - 1] + 1]
-        timings.append(WordTiming(word, float(start), float(end)))
-    return tuple(timings)
+def even_frames(ids: int, seconds: float, voice: Voice) -> np.ndarray:
+    """Durations for a segment whose own are not known (spoken in two halves): its ``seconds``
+    shared evenly by its ``ids``."""
+    return np.full(ids, seconds * voice.sample_rate / voice.hop_length / max(ids, 1))

@@ -16,7 +16,7 @@ from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from synthesis.staged import StagedEngine
-from synthesis.word_timings import text_words, word_timings
+from synthesis.word_timings import even_frames, text_words, word_spans, word_timings
 from tests.conftest import DETERMINISTIC
 from ttsfarm.jobs import JobRequest, JobResult, SegmentTiming, WordTiming
 from ttsfarm.storage import LocalStorage
@@ -87,22 +87,38 @@ def test_the_durations_add_up_to_the_audio_in_both_engines(voice: Voice, phonemi
 def test_words_read_aloud_differently_keep_their_order_inside_the_segment(
     voice: Voice, phonemizer: Phonemizer
 ) -> None:
-    """ "1998" is spoken as three words: the text's words no longer pair one to one with the
-    spoken ones, and are timed by their share, still in order and inside the segment."""
+    """ "1998" is spoken as three words and "for it" as one: the text's words no longer pair one
+    to one with the spoken ones, and are timed by their share, in order and inside the segment."""
     text = "In 1998, Dr. Smith paid $5 for it."
     ids = phonemizer.ids(text)
     frames = np.full(len(ids), 3, dtype=np.int32)
     end = len(ids) * 3 * voice.hop_length / voice.sample_rate
-    timed = word_timings(text, ids, frames, voice, (10.0, 10.0 + end))
+    timed = word_timings(word_spans(text, ids, voice), frames, voice, 10.0)
     assert [w.word for w in timed] == text.split()
     assert all(10.0 <= w.start < w.end <= 10.0 + end for w in timed)
     assert all(a.end <= b.start for a, b in itertools.pairwise(timed))
 
 
+def test_an_edge_by_share_moves_to_the_gap_between_spoken_words(voice: Voice, phonemizer: Phonemizer) -> None:
+    """espeak-ng speaks "from the" as one word: those two share it, and every other word's
+    edges are the spoken words' own."""
+    text = "Trucks came down from the hill slowly."
+    ids = phonemizer.ids(text)
+    spans = word_spans(text, ids, voice)
+    together = word_spans("Trucks came down fromthe hill slowly.", ids, voice)  # one to one
+    assert len(together) == len(spans) - 1
+    mine = {word: (first, after) for word, first, after in spans}
+    theirs = {word: (first, after) for word, first, after in together}
+    for word in ("Trucks", "came", "down", "hill", "slowly."):
+        assert mine[word] == theirs[word], word
+    assert mine["from"][0] == theirs["fromthe"][0] and mine["the"][1] == theirs["fromthe"][1]
+
+
 def test_without_durations_words_share_the_segment(voice: Voice, phonemizer: Phonemizer) -> None:
-    """A segment spoken in two halves has no durations: its words share its time by phonemes."""
+    """A segment spoken in two halves has no durations: its ids share its time evenly."""
     text = "Short words, then a considerably longer one."
-    timed = word_timings(text, phonemizer.ids(text), None, voice, (2.0, 5.0))
+    ids = phonemizer.ids(text)
+    timed = word_timings(word_spans(text, ids, voice), even_frames(len(ids), 3.0, voice), voice, 2.0)
     assert [w.word for w in timed] == text.split()
     assert 2.0 <= timed[0].start < 2.2 and 4.8 < timed[-1].end <= 5.0  # the full stop is no word
     assert timed[-2].end - timed[-2].start > timed[0].end - timed[0].start  # "considerably" > "Short"

@@ -275,9 +275,11 @@ class JobResult:
     join, master, encode, store)."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Not asdict(): it would copy every word of every segment, deeply, once more.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["segments"] = [s.to_dict() for s in self.segments]
         data["pieces"] = [p.to_dict() for p in self.pieces]
+        data["timings"] = dict(self.timings)
         return data
 
     @classmethod

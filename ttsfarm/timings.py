@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class WordTiming:
-    """Where one word is spoken in the audio, in seconds."""
+class WordTiming(NamedTuple):
+    """Where one word is spoken in the audio, in seconds. A tuple: a job holds one per word,
+    made in the worker's interpreter beside the batches, so each must cost little."""
 
     word: str
     start: float
@@ -32,9 +32,9 @@ class SegmentTiming:
         return SegmentTiming(self.text, self.start + seconds, self.end + seconds, words)
 
     def to_dict(self) -> dict[str, Any]:
-        """As JSON: each word as ``[word, start, end]``, times to the millisecond (a job's record
-        holds every word of it)."""
-        words = [[w.word, round(w.start, 3), round(w.end, 3)] for w in self.words]
+        """As JSON: each word as ``[word, start, end]`` (``synthesis.word_timings`` gives times
+        to the millisecond: a job's record holds every word of it)."""
+        words = [list(word) for word in self.words]
         return {"text": self.text, "start": self.start, "end": self.end, "words": words}
 
     @classmethod
