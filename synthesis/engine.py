@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnxruntime as ort
@@ -45,6 +46,7 @@ from synthesis.items import (
     voice_scales,
     warmup_ids,
 )
+from synthesis.plain_session import PlainSessions
 from synthesis.session_cache import SessionBuilds, SessionCache
 from synthesis.sessions import (
     Precision,
@@ -54,6 +56,7 @@ from synthesis.sessions import (
     providers_for,
     run_options,
     session_options,
+    starter_options,
     wants_cuda,
 )
 from ttsfarm.errors import EngineOutOfMemory
@@ -137,7 +140,7 @@ class Engine(EngineBasics):
         """Buckets that run fp32 because cuDNN had no fp16 plan for their shapes."""
         self._edited: EditedModels | None = None
         self._edit_lock = threading.Lock()
-        self._plain_session: ort.InferenceSession | None = None
+        self._plain_sessions: PlainSessions | None = None
         self._plain_durations = ""
         """The durations output of :meth:`_plain`'s graph."""
         self._fp32_buckets: set[Bucket | None] = set()
@@ -175,12 +178,18 @@ class Engine(EngineBasics):
         if self.buckets:
             first = self._session(self._bucket(1, len(warmup_ids(voice)), voice.length_scale))
         else:
-            first = self._plain()
+            first = self._plain().current()
         self._input_names = {i.name for i in first.get_inputs()}
         check_device(first, wants_cuda(options.provider), options.device_id)
         self.provider = first.get_providers()[0]
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
         self._warm_up()
+
+    def wait_for_full_speed(self) -> None:
+        """Wait for a CPU engine's full session, if its build has started
+        (``synthesis.plain_session``): benchmarks that time runs call this first."""
+        if self._plain_sessions is not None:
+            self._plain_sessions.wait()
 
     def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
         """Rows and phoneme ids a batch of these item lengths is computed as."""
@@ -220,36 +229,49 @@ class Engine(EngineBasics):
                 )
             return self._edited
 
-    def _plain(self) -> ort.InferenceSession:
+    def _plain(self) -> PlainSessions:
         """The voice's own graph with only its durations exposed, for one item at a time without
         buckets: its output is then exactly the item's length, and once the edited graph is
-        cached (``synthesis.durations_model``) loading it needs neither onnx nor an edit."""
-        if self._plain_session is not None:  # built once; every CPU segment asks, so no lock after that
-            return self._plain_session
+        cached (``synthesis.durations_model``) loading it needs neither onnx nor an edit. A
+        starter session speaks first (``synthesis.plain_session``); its errors show here."""
+        if self._plain_sessions is not None:  # made once; every CPU segment asks, so no lock after that
+            return self._plain_sessions
         with self._edit_lock:
-            if self._plain_session is None:
-                started = time.perf_counter()
-                path = self.voice.model_path
+            if self._plain_sessions is None:
                 try:
                     model = durations_model(self.voice)
-                    session = build_session(model, self._session_options, self._providers)
                 except ValueError:  # says what the graph lacks
                     raise
-                except Exception as error:  # onnx and onnxruntime raise their own untyped errors
-                    if is_out_of_memory(error):
-                        raise
-                    raise ValueError(f"onnxruntime cannot load {path}: {str(error).strip()[-300:]}") from None
-                check_piper_interface(session, str(path))
-                self._plain_durations = only_other_output(session)
-                self._plain_session = session
-                self.builds.count(time.perf_counter() - started)
-            return self._plain_session
+                except Exception as error:  # onnx raises its own untyped errors
+                    reason = str(error).strip()[-300:]
+                    raise ValueError(f"onnx cannot read {self.voice.model_path}: {reason}") from None
+                sessions = PlainSessions(partial(self._plain_session, model), f"voice {self.voice.name}")
+                first = sessions.current()
+                check_piper_interface(first, str(self.voice.model_path))
+                self._plain_durations = only_other_output(first)
+                self._plain_sessions = sessions
+            return self._plain_sessions
+
+    def _plain_session(self, model: str | bytes, starter: bool) -> ort.InferenceSession:
+        started = time.perf_counter()
+        options = self._session_options
+        if starter:
+            options = starter_options(self.options.cpu_threads, self.options.profile_prefix)
+        try:
+            session = build_session(model, options, self._providers)
+        except Exception as error:  # onnxruntime raises its own untyped errors
+            if is_out_of_memory(error):
+                raise
+            reason = str(error).strip()[-300:]
+            raise ValueError(f"onnxruntime cannot load {self.voice.model_path}: {reason}") from None
+        self.builds.count(time.perf_counter() - started)
+        return session
 
     def _run_alone(self, item: EngineItem, scales: Scales) -> Spoken:
         feeds = padded_feeds([item], 1, len(item.phoneme_ids), scales, "sid" in self._input_names)
         try:
             with self._run_slots:
-                session = self._plain()
+                session = self._plain().for_run()
                 audio, durations = session.run(["output", self._plain_durations], feeds, self._run_options)
         except Exception as error:  # onnxruntime raises its own untyped errors
             if is_out_of_memory(error):
@@ -300,7 +322,7 @@ class Engine(EngineBasics):
         """Stop profiling every session; the profile files written."""
         if not self.options.profile_prefix:
             return []
-        plain = [self._plain_session] if self._plain_session is not None else []
+        plain = self._plain_sessions.alive() if self._plain_sessions is not None else []
         sessions = [*plain, *self._sessions.values()]
         return [str(session.end_profiling()) for session in sessions]
 
