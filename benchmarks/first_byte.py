@@ -42,7 +42,8 @@ def piper_cmd() -> list[str]:
 def timed(command: list[str], text: str, checkout: Path | None = None) -> tuple[float, float, int]:
     """Seconds to the first byte and to the end, and the bytes, of ``command`` speaking ``text``
     (with ``checkout``'s packages first on the path, if given)."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout else None
+    path = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path} if checkout else None
     started = time.perf_counter()
     process = subprocess.Popen(
         command,

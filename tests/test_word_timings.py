@@ -24,6 +24,8 @@ from ttsfarm.voices import Voice
 
 COUNTED = "One, two, three, four, five, six."
 """Every word followed by a pause the voice makes (a comma): the gaps between words are silence."""
+EDGE = 0.015
+"""Seconds left out at each end of a gap between words."""
 
 
 def rms_db(audio: np.ndarray) -> float:
@@ -62,7 +64,9 @@ def test_each_word_is_timed_where_the_audio_speaks_it(counted: tuple[JobResult, 
         assert rms_db(stretch(word.start, word.end)) > -32, word
     for before, after in itertools.pairwise(words):
         assert after.start - before.end > 0.1, (before, after)
-        assert rms_db(stretch(before.end, after.start)) < -45, (before, after)
+        # The vocoder smears each frame's sound over its neighbours (a frame is 11.6 ms): a
+        # word's first burst may begin a few ms before its first frame. The middle is silent.
+        assert rms_db(stretch(before.end + EDGE, after.start - EDGE)) < -45, (before, after)
     first_sound = np.flatnonzero(np.abs(audio) > 0.01)[0] / rate
     assert abs(words[0].start - first_sound) < 0.05
     assert words[-1].end <= result.duration
