@@ -2,6 +2,7 @@
 
     python3 benchmarks/engine_start.py --repeats 2                      # this checkout
     python3 benchmarks/engine_start.py --repeats 2 --checkout ../before # and another, in turns
+    python3 benchmarks/engine_start.py --builds-at-once 4 16             # prepare's builds at once
     python3 benchmarks/engine_start.py --cpu --repeats 1                # small, on a CPU
 
 Each start runs in a fresh process, as a worker does (``synthesis.build``): the engine for the
@@ -10,7 +11,9 @@ settings' voice and device (``load_engine``), then, on a GPU, ``prepare`` for th
 voice split and converted, the first session, the warm-up), ``prepare`` (the bucket sessions
 built, the waveform graphs captured), and inside them the sessions built and their summed build
 time (summed over threads: more than the wall time when builds go side by side) and the capture
-time. The checkouts take turns, round after round; the table gives every round.
+time. The checkouts (and ``--builds-at-once`` counts) take turns, round after round; the table gives
+every round, with the process's peak and final resident memory, and the final once glibc
+has given back its free memory.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import time
 STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
+import ctypes  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -29,7 +34,21 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(cpu: bool) -> dict[str, float | int | str]:
+def rss_mib() -> float:
+    """This process's resident memory now."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def trimmed_rss_mib() -> float:
+    """Resident memory once glibc has given back what its arenas hold free (``malloc_trim``)."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return rss_mib()
+
+
+def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | str]:
     """One start in this process; the code is whatever ``synthesis`` the path finds first."""
     from synthesis.build import BatchPolicy, engine_options
     from synthesis.engines import load_engine
@@ -44,7 +63,8 @@ def measure(cpu: bool) -> dict[str, float | int | str]:
     engine = load_engine(resolve_voice(settings.voice), options, settings.engine, batch)
     loaded = time.perf_counter()
     built_at_load, build_s_at_load = engine.sessions_built, engine.session_seconds
-    engine.prepare([batch], max_ids=64 if cpu else 400)
+    at_once = {} if builds_at_once is None or cpu else {"builds_at_once": builds_at_once}  # CPU: no buckets
+    engine.prepare([batch], max_ids=64 if cpu else 400, **at_once)
     prepared = time.perf_counter()
     return {
         "imports_s": round(imported - STARTED, 2),
@@ -56,13 +76,18 @@ def measure(cpu: bool) -> dict[str, float | int | str]:
         "sessions_in_prepare": engine.sessions_built - built_at_load,
         "build_s_in_prepare": round(engine.session_seconds - build_s_at_load, 2),
         "capture_s": round(getattr(engine, "capture_seconds", 0.0), 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_mib": round(rss_mib()),
+        "rss_trimmed_mib": round(trimmed_rss_mib()),
         "engine": type(engine).__name__,
         "provider": engine.provider,
     }
 
 
-def start(checkout: Path, cpu: bool) -> dict[str, float | int | str]:
+def start(checkout: Path, cpu: bool, builds_at_once: int | None) -> dict[str, float | int | str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child"] + (["--cpu"] if cpu else [])
+    if builds_at_once is not None:
+        command += ["--builds-at-once", str(builds_at_once)]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])),
@@ -79,12 +104,22 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, help="another checkout to start in turns with this one")
     parser.add_argument("--cpu", action="store_true", help="on the CPU, small: to try the script")
     parser.add_argument("--json", type=Path, help="write every start here")
+    parser.add_argument(
+        "--builds-at-once", type=int, nargs="*", default=[],
+        help="this checkout once for each of these (StagedEngine.prepare's builds_at_once)",
+    )  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.cpu)), flush=True)
+        print(
+            json.dumps(measure(args.cpu, args.builds_at_once[0] if args.builds_at_once else None)), flush=True
+        )
         return
-    checkouts = {"this checkout": ROOT, **({"other": args.checkout.resolve()} if args.checkout else {})}
+    checkouts: dict[str, tuple[Path, int | None]] = {"this checkout": (ROOT, None)}
+    for count in args.builds_at_once:
+        checkouts[f"{count} builds at once"] = (ROOT, count)
+    if args.checkout:
+        checkouts["other"] = (args.checkout.resolve(), None)
     starts = []
     columns = (
         "imports_s",
@@ -94,12 +129,15 @@ def main() -> None:
         "sessions_in_prepare",
         "build_s_in_prepare",
         "capture_s",
+        "peak_rss_mib",
+        "rss_mib",
+        "rss_trimmed_mib",
     )
     print("| checkout | round | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 2) + "|")
     for round_ in range(1, args.repeats + 1):
-        for name, checkout in checkouts.items():
-            report = {"checkout": name, "round": round_, **start(checkout, args.cpu)}
+        for name, (checkout, at_once) in checkouts.items():
+            report = {"checkout": name, "round": round_, **start(checkout, args.cpu, at_once)}
             starts.append(report)
             print(f"| {name} | {round_} | " + " | ".join(str(report[c]) for c in columns) + " |", flush=True)
     if args.json:

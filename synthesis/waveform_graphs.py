@@ -152,6 +152,11 @@ class WaveformGraphs:
         """Build and capture the ``(rows, frames)`` slot ahead of use (on the graph lane)."""
         self._lane.submit(self._capture, rows, frames).result()
 
+    def build(self, rows: int, frames: int) -> None:
+        """Build the ``(rows, frames)`` slot in this thread, not on the graph lane: only while
+        no slot runs (``StagedEngine.prepare``), so that builds may go side by side."""
+        self._slot(rows, frames)
+
     def replay(self, rows: int, frames: int) -> None:
         """Replay the ``(rows, frames)`` slot once on the graph lane, with whatever its inputs
         hold: the replay's own time, for benchmarks (:meth:`capture` it first)."""
