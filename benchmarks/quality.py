@@ -565,7 +565,8 @@ def make_ttsfarm(texts: list[str], folder: Path, provider: str = "cpu") -> None:
         for index, text in enumerate(texts):
             request = JobRequest(text, SynthesisOptions(voice=settings.voice), "wav")
             result = synthesizer.synthesize(request, storage, wav_name(index))
-            timings.append([segment.to_dict() for segment in result.segments])
+            segments = [{**s.to_dict(), "words": [list(w) for w in s.words]} for s in result.segments]
+            timings.append(segments)
     (folder / "timings.json").write_text(json.dumps(timings, ensure_ascii=False))
 
 

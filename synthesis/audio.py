@@ -11,7 +11,7 @@ import numpy as np
 import soundfile as sf
 
 from ttsfarm.errors import InvalidAudio
-from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming, WordTiming
+from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
 from ttsfarm.synth_file import Tags, write_tags
 
 FADE_SECONDS: Final = 0.004
@@ -70,10 +70,10 @@ class SegmentWriter:
             write_tags(self._file, tags)
 
     def append(
-        self, wave: np.ndarray, text: str, pause_after: float, words: tuple[WordTiming, ...] = ()
+        self, wave: np.ndarray, text: str, pause_after: float, marks: tuple[int, ...] = ()
     ) -> SegmentTiming:
-        """Write one segment's samples, then ``pause_after`` seconds of silence; ``words`` are
-        its words' timings, recorded with it."""
+        """Write one segment's samples, then ``pause_after`` seconds of silence; ``marks`` are
+        its words' (``SegmentTiming.marks``), recorded with it."""
         if not np.isfinite(wave).all():  # never store broken audio as if it were speech
             raise InvalidAudio(f"the engine returned samples that are not numbers for segment {text[:40]!r}")
         start = self.frames
@@ -82,7 +82,7 @@ class SegmentWriter:
         if self.listener is not None:
             self.listener(faded)
         self.frames += len(wave)
-        timing = SegmentTiming(text, start / self.sample_rate, self.frames / self.sample_rate, words)
+        timing = SegmentTiming(text, start / self.sample_rate, self.frames / self.sample_rate, marks)
         self.timings.append(timing)
         pause = round(pause_after * self.sample_rate)
         if pause:

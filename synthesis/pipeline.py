@@ -17,7 +17,7 @@ from synthesis.engine import EngineItem, Scales, Spoken
 from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.text import Segment
-from synthesis.word_timings import even_frames, word_timings
+from synthesis.word_timings import even_frames, word_marks
 from ttsfarm.breaks import PAUSE_SENTENCE
 from ttsfarm.errors import InvalidInput, raise_if_cancelled
 from ttsfarm.files import sha256_file
@@ -239,8 +239,8 @@ class Synthesizer:
                     frames = even_frames(
                         len(segment.phoneme_ids), len(spoken.audio) / voice.sample_rate, voice
                     )
-                words = word_timings(segment.words, frames, voice, writer.duration)
-                writer.append(spoken.audio, segment.text, pause, words)
+                marks = word_marks(segment.word_bounds, frames, voice)
+                writer.append(spoken.audio, segment.text, pause, marks)
                 done += 1
                 fill()  # before reporting, so the last report knows the text is exhausted
                 raise_if_cancelled(cancelled)

@@ -14,7 +14,7 @@ from typing import Final
 import pysbd
 
 from synthesis.phonemes import Phonemizer
-from synthesis.word_timings import WordSpan, word_spans
+from synthesis.word_timings import WordBounds, word_bounds
 from ttsfarm.breaks import (
     LINE_BREAK,
     PAUSE_CLAUSE,
@@ -46,8 +46,8 @@ class Segment:
     phoneme_ids: tuple[int, ...]
     pause_after: float
     """Seconds of silence to put after this segment in the audio."""
-    words: tuple[WordSpan, ...] = ()
-    """Each word of the text and the ids it spans (``synthesis.word_timings.word_spans``)."""
+    word_bounds: WordBounds = ()
+    """The ids each word of the text spans (``synthesis.word_timings.word_bounds``)."""
 
 
 def normalize(text: str) -> str:
@@ -136,8 +136,8 @@ class Segmenter:
                     if self.phonemizer.is_silent(piece.ids):
                         continue
                     pause = end_pause if n == len(pieces) - 1 else piece.pause_after
-                    words = word_spans(piece.text, piece.ids, self.phonemizer.voice)
-                    yield Segment(index, piece.text, tuple(piece.ids), pause, words)
+                    bounds = word_bounds(piece.text, piece.ids, self.phonemizer.voice)
+                    yield Segment(index, piece.text, tuple(piece.ids), pause, bounds)
                     index += 1
 
     def _fit(self, text: str, level: int) -> list[_Piece]:

@@ -8,26 +8,27 @@ before a word and the gaps are silence between words, and belong to none.
 
 Two halves, so that the worker's interpreter, which also feeds the GPU, does little:
 
-- :func:`word_spans`, on the text side (the text processes, with the phonemes): which ids each
-  of the text's words spans. The text's words (runs of non-space characters with a letter or
-  digit) pair one to one with the spoken words where there are as many of each. espeak-ng often
-  speaks two words as one ("from the" as ``fɹʌmðə``) and reading aloud changes counts ("1998" as
-  three words): then each text word gets the share of the sounding ids that its share of the
-  characters gives, its edges moved to the nearest gap between spoken words where one is close.
-- :func:`word_timings`, in the worker once the durations are known: those spans in seconds, a
-  few whole-array steps per segment.
+- :func:`word_bounds`, on the text side (the text processes, with the phonemes): which ids each
+  of the text's words spans. The text's words (``ttsfarm.timings.text_words``) pair one to one
+  with the spoken words where there are as many of each. espeak-ng often speaks two words as one
+  ("from the" as ``fɹʌmðə``) and reading aloud changes counts ("1998" as three words): then each
+  text word gets the share of the sounding ids that its share of the characters gives, its edges
+  moved to the nearest gap between spoken words where one is close.
+- :func:`word_marks`, in the worker once the durations are known: those bounds in milliseconds
+  from the segment's start, integers only (``SegmentTiming.words`` makes the words from them
+  where they are read; docs/decisions/0040-word-marks-as-integers.md).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Final, NamedTuple
 
 import numpy as np
 
-from ttsfarm.jobs import WordTiming
+from ttsfarm.timings import text_words
 from ttsfarm.voices import Voice
 
 SILENT_SYMBOLS: Final = frozenset("^$_ !?,.;:'\"()-#\u2193")
@@ -38,11 +39,9 @@ SNAP_IDS: Final = 3
 """A word edge found by share moves to a gap between spoken words at most this many sounding
 ids away (about half a short word)."""
 
-_WORD: Final = re.compile(r"\S*[^\W_]\S*")
-"""A word read aloud: a run of non-space characters with a letter or digit."""
-
-WordSpan = tuple[str, int, int]
-"""A word of the text, the index of its first id and of the id after its last (its pad included)."""
+WordBounds = tuple[int, ...]
+"""For each word of the text in turn, the index of its first id and of the id after its last (its
+pad included): first, after, first, after..."""
 
 
 class IdKinds(NamedTuple):
@@ -77,12 +76,7 @@ def kinds_of(voice: Voice) -> IdKinds:
     return kinds
 
 
-def text_words(text: str) -> list[str]:
-    """The words of a segment's text that are read aloud: non-space runs with a letter or digit."""
-    return _WORD.findall(text)
-
-
-def word_spans(text: str, phoneme_ids: Sequence[int], voice: Voice) -> tuple[WordSpan, ...]:
+def word_bounds(text: str, phoneme_ids: Sequence[int], voice: Voice) -> WordBounds:
     """Which of ``phoneme_ids`` each word of ``text`` spans (see the module's docstring)."""
     words = text_words(text)
     kinds = kinds_of(voice)
@@ -96,12 +90,11 @@ def word_spans(text: str, phoneme_ids: Sequence[int], voice: Voice) -> tuple[Wor
         cuts = [*starts.tolist(), len(sounding)]
     else:
         cuts = _cuts_by_share(words, len(sounding), starts)
-    spans = []
-    for number, word in enumerate(words):
+    bounds = []
+    for number in range(len(words)):
         first, last = int(sounding[cuts[number]]), int(sounding[cuts[number + 1] - 1])
-        after = last + 1 + int(last + 1 < len(ids) and kinds.pad[ids[last + 1]])
-        spans.append((word, first, after))
-    return tuple(spans)
+        bounds += [first, last + 1 + int(last + 1 < len(ids) and kinds.pad[ids[last + 1]])]
+    return tuple(bounds)
 
 
 def _cuts_by_share(words: list[str], count: int, starts: np.ndarray) -> list[int]:
@@ -119,17 +112,15 @@ def _cuts_by_share(words: list[str], count: int, starts: np.ndarray) -> list[int
     return [*cuts, count]
 
 
-def word_timings(
-    spans: Sequence[WordSpan], frames: np.ndarray, voice: Voice, start: float
-) -> tuple[WordTiming, ...]:
-    """Each word of ``spans`` (:func:`word_spans`) in seconds, to the millisecond, where the
-    segment's audio begins at ``start``; ``frames`` are the engine's durations of its ids."""
-    if not spans:
+def word_marks(bounds: WordBounds, frames: np.ndarray, voice: Voice) -> tuple[int, ...]:
+    """``bounds`` (:func:`word_bounds`) in whole milliseconds from the segment's start, where
+    ``frames`` are the engine's durations of its ids. Plain Python: on a few dozen numbers it
+    is quicker than numpy's calls, and the worker's interpreter lock pays for every step."""
+    if not bounds:
         return ()
-    words, firsts, afters = zip(*spans, strict=True)
-    offsets = np.concatenate(([0.0], np.cumsum(frames, dtype=np.float64)))
-    seconds = np.round(offsets * (voice.hop_length / voice.sample_rate) + start, 3)
-    return tuple(map(WordTiming, words, seconds[list(firsts)].tolist(), seconds[list(afters)].tolist()))
+    offsets = [0, *accumulate(frames.tolist())]
+    per_frame = 1000 * voice.hop_length / voice.sample_rate
+    return tuple([round(offsets[index] * per_frame) for index in bounds])
 
 
 def even_frames(ids: int, seconds: float, voice: Voice) -> np.ndarray:

@@ -31,7 +31,9 @@ def test_json_cues_keep_the_text() -> None:
 
 
 WORDED = (
-    SegmentTiming("Hello there.", 0.0, 1.0, (WordTiming("Hello", 0.05, 0.4), WordTiming("there.", 0.5, 0.9))),
+    SegmentTiming.worded(
+        "Hello there.", 0.0, 1.0, (WordTiming("Hello", 0.05, 0.4), WordTiming("there.", 0.5, 0.9))
+    ),
     SegmentTiming("Stored before words.", 1.3, 2.0),
 )
 

@@ -16,16 +16,30 @@ from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from synthesis.staged import StagedEngine
-from synthesis.word_timings import even_frames, text_words, word_spans, word_timings
+from synthesis.word_timings import even_frames, word_bounds, word_marks
 from tests.conftest import DETERMINISTIC
 from ttsfarm.jobs import JobRequest, JobResult, SegmentTiming, WordTiming
 from ttsfarm.storage import LocalStorage
+from ttsfarm.timings import text_words
 from ttsfarm.voices import Voice
 
 COUNTED = "One, two, three, four, five, six."
 """Every word followed by a pause the voice makes (a comma): the gaps between words are silence."""
 EDGE = 0.015
 """Seconds left out at each end of a gap between words."""
+
+
+def timed_words(
+    text: str, ids: list[int], frames: np.ndarray, voice: Voice, start: float
+) -> tuple[WordTiming, ...]:
+    """The words of ``text`` as a job's record gives them, the segment starting at ``start``."""
+    end = start + float(frames.sum()) * voice.hop_length / voice.sample_rate
+    return SegmentTiming(text, start, end, word_marks(word_bounds(text, ids, voice), frames, voice)).words
+
+
+def spans(text: str, ids: list[int], voice: Voice) -> dict[str, tuple[int, int]]:
+    bounds = word_bounds(text, ids, voice)
+    return dict(zip(text_words(text), zip(bounds[0::2], bounds[1::2], strict=True), strict=True))
 
 
 def rms_db(audio: np.ndarray) -> float:
@@ -97,7 +111,7 @@ def test_words_read_aloud_differently_keep_their_order_inside_the_segment(
     ids = phonemizer.ids(text)
     frames = np.full(len(ids), 3, dtype=np.int32)
     end = len(ids) * 3 * voice.hop_length / voice.sample_rate
-    timed = word_timings(word_spans(text, ids, voice), frames, voice, 10.0)
+    timed = timed_words(text, ids, frames, voice, 10.0)
     assert [w.word for w in timed] == text.split()
     assert all(10.0 <= w.start < w.end <= 10.0 + end for w in timed)
     assert all(a.end <= b.start for a, b in itertools.pairwise(timed))
@@ -108,11 +122,9 @@ def test_an_edge_by_share_moves_to_the_gap_between_spoken_words(voice: Voice, ph
     edges are the spoken words' own."""
     text = "Trucks came down from the hill slowly."
     ids = phonemizer.ids(text)
-    spans = word_spans(text, ids, voice)
-    together = word_spans("Trucks came down fromthe hill slowly.", ids, voice)  # one to one
-    assert len(together) == len(spans) - 1
-    mine = {word: (first, after) for word, first, after in spans}
-    theirs = {word: (first, after) for word, first, after in together}
+    mine = spans(text, ids, voice)
+    theirs = spans("Trucks came down fromthe hill slowly.", ids, voice)  # one to one
+    assert len(theirs) == len(mine) - 1
     for word in ("Trucks", "came", "down", "hill", "slowly."):
         assert mine[word] == theirs[word], word
     assert mine["from"][0] == theirs["fromthe"][0] and mine["the"][1] == theirs["fromthe"][1]
@@ -122,7 +134,7 @@ def test_without_durations_words_share_the_segment(voice: Voice, phonemizer: Pho
     """A segment spoken in two halves has no durations: its ids share its time evenly."""
     text = "Short words, then a considerably longer one."
     ids = phonemizer.ids(text)
-    timed = word_timings(word_spans(text, ids, voice), even_frames(len(ids), 3.0, voice), voice, 2.0)
+    timed = timed_words(text, ids, even_frames(len(ids), 3.0, voice), voice, 2.0)
     assert [w.word for w in timed] == text.split()
     assert 2.0 <= timed[0].start < 2.2 and 4.8 < timed[-1].end <= 5.0  # the full stop is no word
     assert timed[-2].end - timed[-2].start > timed[0].end - timed[0].start  # "considerably" > "Short"
@@ -133,15 +145,22 @@ def test_text_words_leave_out_what_is_not_read() -> None:
 
 
 def test_segment_timings_keep_their_words_through_json_and_a_shift() -> None:
-    segment = SegmentTiming(
+    segment = SegmentTiming.worded(
         "Hi there.", 1.0, 2.0, (WordTiming("Hi", 1.05, 1.3), WordTiming("there.", 1.4, 1.9))
     )
     data = segment.to_dict()
-    assert data["words"] == [["Hi", 1.05, 1.3], ["there.", 1.4, 1.9]]
+    assert data["marks"] == [50, 300, 400, 900]  # milliseconds from the segment's start
     assert SegmentTiming.from_dict(data) == segment
+    assert segment.words == (WordTiming("Hi", 1.05, 1.3), WordTiming("there.", 1.4, 1.9))
     assert SegmentTiming.from_dict({"text": "Old.", "start": 0, "end": 1}).words == ()
     moved = segment.shifted(10.0)
     assert moved.start == 11.0 and moved.words[1].end == pytest.approx(11.9)
+
+
+def test_records_stored_with_words_in_seconds_are_read() -> None:
+    words = [["Hi", 1.05, 1.3], ["there.", 1.4, 1.9]]
+    stored = {"text": "Hi there.", "start": 1.0, "end": 2.0, "words": words}
+    assert SegmentTiming.from_dict(stored).words == tuple(WordTiming(*word) for word in words)
 
 
 def test_the_edited_voice_is_kept_and_loaded_by_path(voice: Voice, tmp_path: Path) -> None:
