@@ -45,11 +45,11 @@ from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.builder import BuildReport, build_audiobook
 from ttsfarm.audiobook.chapters import CHAPTERS_CACHE
 from ttsfarm.audiobook.part_cache import PARTS_FOLDER
-from ttsfarm.encoding import decode
-from ttsfarm.jobs import JobResult, SynthesisOptions
-from ttsfarm.loudness import integrated_loudness, true_peak
-from ttsfarm.progress import BookProgress
-from ttsfarm.settings import Settings
+from ttsfarm.core.encoding import decode
+from ttsfarm.core.jobs import JobResult, SynthesisOptions
+from ttsfarm.core.loudness import integrated_loudness, true_peak
+from ttsfarm.core.progress import BookProgress
+from ttsfarm.core.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 PROSE: Final = (HERE / "corpus.txt", HERE.parent / "examples" / "ellery.txt")

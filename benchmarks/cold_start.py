@@ -20,8 +20,8 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthesis.build import local_synthesizer  # noqa: E402
-from ttsfarm.jobs import JobRequest  # noqa: E402
-from ttsfarm.settings import Settings  # noqa: E402
+from ttsfarm.core.jobs import JobRequest  # noqa: E402
+from ttsfarm.core.settings import Settings  # noqa: E402
 from ttsfarm.storage import LocalStorage  # noqa: E402
 
 TEXT = "The bridge opened on a Tuesday. Nobody in Ellery had expected the mayor to cry."

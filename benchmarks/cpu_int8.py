@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.log_mel import log_mel_distance
 from ttsfarm.cli.sweep import corpus_items
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"
 VARIANTS = {

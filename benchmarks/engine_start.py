@@ -24,6 +24,8 @@ STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -52,8 +54,10 @@ def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | st
     """One start in this process; the code is whatever ``synthesis`` the path finds first."""
     from synthesis.build import BatchPolicy, engine_options
     from synthesis.engines import load_engine
-    from ttsfarm.settings import Settings
-    from ttsfarm.voices import resolve_voice
+
+    core = "ttsfarm.core" if importlib.util.find_spec("ttsfarm.core") else "ttsfarm"  # older checkouts
+    Settings = importlib.import_module(f"{core}.settings").Settings
+    resolve_voice = importlib.import_module(f"{core}.voices").resolve_voice
 
     imported = time.perf_counter()
     settings = Settings.load().with_options(provider="cpu" if cpu else "cuda")

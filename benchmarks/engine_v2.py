@@ -64,7 +64,7 @@ from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from synthesis.staged import StagedEngine
 from ttsfarm.cli.sweep import corpus_items, gpu_memory_mib
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.txt"

@@ -45,8 +45,8 @@ from producer import Client
 from producer.client import JobSpec
 from synthesis.staged import STAGES
 from synthesis.text import split_sentences
-from ttsfarm.jobs import JobStatus
-from ttsfarm.settings import Settings
+from ttsfarm.core.jobs import JobStatus
+from ttsfarm.core.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"

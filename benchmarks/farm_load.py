@@ -26,7 +26,7 @@ import redis
 from bench.farm import CREDENTIALS, farm_env, start_s3, start_worker
 from producer import Client
 from synthesis.text import split_sentences
-from ttsfarm.settings import Settings
+from ttsfarm.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = split_sentences((ROOT / "examples" / "ellery.txt").read_text().replace("\n", " "))

@@ -36,7 +36,7 @@ from onnx.utils import Extractor
 from synthesis.frame_plan import Plan, frame_bucket
 from synthesis.sessions import wants_cuda
 from synthesis.stages import EXPAND_DURATIONS, EXPAND_FRAMES, PLAN_INDEX, PLAN_MASK, split_voice
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 
 def host_built(durations: np.ndarray, frames: int) -> tuple[np.ndarray, np.ndarray]:

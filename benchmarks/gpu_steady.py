@@ -25,7 +25,7 @@ from synthesis.engine import Engine, EngineOptions
 from synthesis.frontend import TextFrontend
 from synthesis.pipeline import Synthesizer
 from ttsfarm.cli.sweep import concurrent_ceiling, corpus_items, short_latency, sweep
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 IN_FLIGHT = 32
 JOBS = 64

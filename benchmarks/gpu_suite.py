@@ -46,7 +46,7 @@ from ttsfarm.cli.sweep import (
     sweep,
     time_batches,
 )
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 CORPUS = Path(__file__).resolve().parent / "corpus.txt"
 STATE = Path("/tmp/ttsfarm-suite-best.json")

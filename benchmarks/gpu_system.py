@@ -23,7 +23,7 @@ from synthesis.batcher import Batcher
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.pipeline import Synthesizer
 from ttsfarm.cli.sweep import corpus_items, mixed_batches, short_latency, sweep
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 ROOT = Path(__file__).resolve().parent.parent
 

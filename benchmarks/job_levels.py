@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import soundfile as sf
 
 from synthesis.build import local_synthesizer
-from ttsfarm.jobs import JobRequest
-from ttsfarm.loudness import integrated_loudness, true_peak
-from ttsfarm.settings import Settings
+from ttsfarm.core.jobs import JobRequest
+from ttsfarm.core.loudness import integrated_loudness, true_peak
+from ttsfarm.core.settings import Settings
 from ttsfarm.storage import LocalStorage
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ and the encoders alone, with the choices made between them.
 
 Speaks examples/ellery.txt once (`ttsfarm synth --loudness off`, about 125 s) and repeats it to
 --seconds. Each row is the CPU time (this process and the ffmpegs it waits for) over the audio,
-the lowest of --repeats. With --against REF, ``ttsfarm/mastering.py`` as it was at git REF is
+the lowest of --repeats. With --against REF, ``ttsfarm/core/mastering.py`` as it was at git REF is
 measured beside today's, in the same run.
 
     .venv/bin/python benchmarks/mastering_cost.py [--seconds 600] [--repeats 3] [--against f5e5bd5~1]
@@ -29,13 +29,13 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ttsfarm.encoding import run_ffmpeg  # noqa: E402
-from ttsfarm.files import sha256_file  # noqa: E402
-from ttsfarm.finisher import finish_chapter  # noqa: E402
-from ttsfarm.finishing import FinishRequest, PartAudio  # noqa: E402
-from ttsfarm.jobs import SegmentTiming  # noqa: E402
-from ttsfarm.mastering import master  # noqa: E402
-from ttsfarm.synth_file import finish  # noqa: E402
+from ttsfarm.core.encoding import run_ffmpeg  # noqa: E402
+from ttsfarm.core.files import sha256_file  # noqa: E402
+from ttsfarm.core.finisher import finish_chapter  # noqa: E402
+from ttsfarm.core.finishing import FinishRequest, PartAudio  # noqa: E402
+from ttsfarm.core.jobs import SegmentTiming  # noqa: E402
+from ttsfarm.core.mastering import master  # noqa: E402
+from ttsfarm.core.synth_file import finish  # noqa: E402
 
 TEXT = ROOT / "examples" / "ellery.txt"
 
@@ -55,10 +55,14 @@ def cpu_of(work: Callable[[], object], repeats: int) -> float:
 
 
 def module_at(ref: str, folder: Path) -> ModuleType:
-    """``ttsfarm/mastering.py`` as it was at git ``ref``, loaded on its own."""
-    source = subprocess.run(
-        ["git", "show", f"{ref}:ttsfarm/mastering.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    """The mastering module as it was at git ``ref``, loaded on its own (in ``ttsfarm/core/``,
+    or in ``ttsfarm/`` before the core had its own folder)."""
+    for place in ("ttsfarm/core/mastering.py", "ttsfarm/mastering.py"):
+        shown = subprocess.run(["git", "show", f"{ref}:{place}"], cwd=ROOT, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     path = folder / "mastering_then.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("mastering_then", path)

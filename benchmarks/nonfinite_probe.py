@@ -46,7 +46,7 @@ from synthesis.precision import convert_to_fp16
 from synthesis.sessions import build_session, providers_for, session_options
 from synthesis.staged import StagedEngine
 from ttsfarm.cli.sweep import corpus_items
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
 

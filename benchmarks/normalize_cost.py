@@ -129,8 +129,8 @@ def per_thousand(seconds: float, words: list[str]) -> float:
 def measure_cost(repeats: int) -> None:
     from synthesis.normalize import reader_for
     from synthesis.phonemes import Phonemizer
-    from ttsfarm.espeak import phonemize
-    from ttsfarm.voices import resolve_voice
+    from ttsfarm.core.espeak import phonemize
+    from ttsfarm.core.voices import resolve_voice
 
     voice = resolve_voice("joe")
     reader = reader_for(voice.espeak_voice)
@@ -181,8 +181,8 @@ def make_wavs(folder: Path) -> None:
     from synthesis.build import local_synthesizer
     from synthesis.frontend import TextFrontend
     from synthesis.pipeline import Synthesizer
-    from ttsfarm.jobs import JobRequest, SynthesisOptions
-    from ttsfarm.settings import Settings
+    from ttsfarm.core.jobs import JobRequest, SynthesisOptions
+    from ttsfarm.core.settings import Settings
     from ttsfarm.storage import LocalStorage
 
     settings = Settings.load().with_options(provider="cpu")

@@ -553,8 +553,8 @@ def make_ttsfarm(texts: list[str], folder: Path, provider: str = "cpu") -> None:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from synthesis.build import local_synthesizer
-    from ttsfarm.jobs import JobRequest, SynthesisOptions
-    from ttsfarm.settings import Settings
+    from ttsfarm.core.jobs import JobRequest, SynthesisOptions
+    from ttsfarm.core.settings import Settings
     from ttsfarm.storage import LocalStorage
 
     settings = Settings.load().with_options(provider=provider)

@@ -39,7 +39,7 @@ from farm_gpu import job_texts, start_redis, start_worker, wait_all
 from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
-from ttsfarm.settings import Settings
+from ttsfarm.core.settings import Settings
 
 JOB_WORDS = 420
 

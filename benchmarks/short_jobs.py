@@ -52,8 +52,8 @@ from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences
 from ttsfarm.cli.sweep import corpus_items
-from ttsfarm.jobs import JobStatus
-from ttsfarm.settings import Settings
+from ttsfarm.core.jobs import JobStatus
+from ttsfarm.core.settings import Settings
 
 MIN_WORDS, MAX_WORDS = 8, 30
 POLL = 0.05

@@ -58,9 +58,9 @@ from short_jobs import sentences
 from bench.farm import free_port, stop_workers
 from gateway.keys import KeyStore
 from producer import Client
-from ttsfarm.errors import TtsfarmError
-from ttsfarm.jobs import JobStatus
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import TtsfarmError
+from ttsfarm.core.jobs import JobStatus
+from ttsfarm.core.settings import Settings
 
 VOICE: Final = "alloy"
 """What OpenAI's clients send by default: the farm's default voice."""

@@ -30,7 +30,7 @@ from synthesis.engine import EngineItem, EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
 from ttsfarm.cli.sweep import corpus_items
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.voices import Voice, resolve_voice
 
 HERE = Path(__file__).resolve().parent
 EXACT = Scales(0.0, 1.0, 0.0)

@@ -32,7 +32,7 @@ from synthesis.engine import EngineOptions, Scales
 from synthesis.sessions import NHWC
 from synthesis.staged import StagedEngine
 from ttsfarm.cli.sweep import corpus_items
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.voices import resolve_voice
 
 HERE = Path(__file__).resolve().parent
 VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {

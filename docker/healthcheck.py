@@ -27,8 +27,8 @@ GATEWAY_DEFAULT_PORT: Final = 8000
 def check_worker(name: str) -> str | None:
     """None if the worker ``name@<this host>`` says its engine runs, else why not. A worker with
     consumers (``TTSFARM_CONSUMERS``) is healthy when every consumer answers so."""
+    from ttsfarm.core.settings import PROBE_TIMEOUT_SECONDS, Settings
     from ttsfarm.farm.celeryconf import make_celery, worker_nodes
-    from ttsfarm.settings import PROBE_TIMEOUT_SECONDS, Settings
 
     settings = Settings.load()
     nodes = worker_nodes(name if "@" in name else f"{name}@{socket.gethostname()}", settings.consumers)

@@ -25,9 +25,9 @@ from gateway.keys import KeyStore
 from gateway.limits import FAILED_KEYS_PER_MINUTE, BodyLimit, RateLimiter
 from gateway.quotas import Quotas
 from producer.client import Client
-from ttsfarm.errors import BrokerUnavailable
-from ttsfarm.settings import Settings
-from ttsfarm.voices import list_voices
+from ttsfarm.core.errors import BrokerUnavailable
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import list_voices
 
 log = logging.getLogger(__name__)
 

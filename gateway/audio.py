@@ -11,8 +11,8 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.farm import Farm
 from gateway.streaming import transcoded
-from ttsfarm.jobs import CONTENT_TYPES, JobResult
-from ttsfarm.transcoder import MEDIA_TYPES, WAV_INPUT
+from ttsfarm.core.jobs import CONTENT_TYPES, JobResult
+from ttsfarm.core.transcoder import MEDIA_TYPES, WAV_INPUT
 
 AUDIO_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     200: {"content": {kind: {} for kind in sorted({*CONTENT_TYPES.values(), *MEDIA_TYPES.values()})}}

@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ttsfarm.errors import InvalidInput, TtsfarmError
+from ttsfarm.core.errors import InvalidInput, TtsfarmError
+from ttsfarm.core.jobs import JobStatus
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
-from ttsfarm.jobs import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ttsfarm.errors import (
+from ttsfarm.core.errors import (
     Cancelled,
     InvalidInput,
     JobFailed,
@@ -30,8 +30,8 @@ from ttsfarm.errors import (
     TtsfarmError,
     WaitTimeout,
 )
-from ttsfarm.jobs import check_unicode
-from ttsfarm.redact import redact
+from ttsfarm.core.jobs import check_unicode
+from ttsfarm.core.redact import redact
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from gateway.keys import KeyStore
 from gateway.limits import RateLimiter
 from gateway.quotas import Quotas
 from producer.client import Client
-from ttsfarm.errors import SettingsError
-from ttsfarm.settings import Settings
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

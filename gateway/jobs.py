@@ -18,10 +18,10 @@ from gateway.errors import ApiError
 from gateway.farm import Farm
 from gateway.models import JobCreate, JobView
 from producer.client import JobSpec
-from ttsfarm.captions import CAPTION_FORMATS, GRANULARITIES, captions
-from ttsfarm.errors import InvalidInput, JobNotFound
-from ttsfarm.jobs import MAX_TEXT_CHARS, JobStatus, check_text
-from ttsfarm.redact import redact
+from ttsfarm.core.captions import CAPTION_FORMATS, GRANULARITIES, captions
+from ttsfarm.core.errors import InvalidInput, JobNotFound
+from ttsfarm.core.jobs import MAX_TEXT_CHARS, JobStatus, check_text
+from ttsfarm.core.redact import redact
 
 JOB_ID: Final = re.compile(r"[0-9a-f]{32}")
 JobId = Annotated[str, Path(description="The id POST /v1/jobs answered.")]

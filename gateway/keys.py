@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ttsfarm.errors import InvalidInput
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.job_limits import PRIORITIES, check_priority
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
-from ttsfarm.job_limits import PRIORITIES, check_priority
 
 KEY_PREFIX_TEXT: Final = "tfk"
 NAMES_KEY: Final = f"{KEY_PREFIX}gateway:keys"

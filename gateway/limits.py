@@ -11,8 +11,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import error_body
+from ttsfarm.core.jobs import MAX_TEXT_CHARS
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
-from ttsfarm.jobs import MAX_TEXT_CHARS
 
 WINDOW_SECONDS: Final = 60
 RATE_PREFIX: Final = f"{KEY_PREFIX}gateway:rate:"

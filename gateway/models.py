@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from ttsfarm.job_limits import DEFAULT_PRIORITY
-from ttsfarm.jobs import (
+from ttsfarm.core.job_limits import DEFAULT_PRIORITY
+from ttsfarm.core.jobs import (
     DEFAULT_FORMAT,
     DEFAULT_LOUDNESS,
     LOUDNESS_RANGE,

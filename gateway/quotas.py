@@ -19,8 +19,8 @@ from typing import Final
 
 from gateway.errors import ApiError
 from gateway.keys import KeyLimits
+from ttsfarm.core.jobs import TERMINAL_STATES
 from ttsfarm.farm.registry import KEY_PREFIX, connect, reach
-from ttsfarm.jobs import TERMINAL_STATES
 
 INFLIGHT_PREFIX: Final = f"{KEY_PREFIX}gateway:inflight:"
 CHARS_PREFIX: Final = f"{KEY_PREFIX}gateway:chars:"

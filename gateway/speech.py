@@ -29,8 +29,8 @@ from gateway.jobs import owned_key
 from gateway.keys import KeyLimits
 from gateway.models import Model, ModelList, SpeechRequest, VoiceList, VoiceView
 from gateway.streaming import STREAMED_FORMATS, streamed_speech
-from ttsfarm.errors import InvalidInput, WaitTimeout
-from ttsfarm.jobs import AUDIO_FORMATS, JobResult, check_text
+from ttsfarm.core.errors import InvalidInput, WaitTimeout
+from ttsfarm.core.jobs import AUDIO_FORMATS, JobResult, check_text
 
 MODELS: Final = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "ttsfarm")
 """Model names the speech endpoint takes; all speak with the farm's voices alike."""

@@ -1,6 +1,6 @@
 """Speech streamed as it is made: the audio of a job submitted with ``stream=True``, block by
 block as its worker writes it (``Client.listen``), as raw PCM, as a WAV whose header leaves the
-length open, as MP3, Ogg Opus or AAC encoded on the way (``ttsfarm.transcoder``), or as OpenAI's
+length open, as MP3, Ogg Opus or AAC encoded on the way (``ttsfarm.core.transcoder``), or as OpenAI's
 server-sent events.
 
 A client that hangs up mid-stream has its job cancelled. A job that stops before its audio is
@@ -20,9 +20,9 @@ import anyio
 from starlette.responses import StreamingResponse
 
 from gateway.farm import Farm
-from ttsfarm.pcm import open_wav_header
-from ttsfarm.transcoder import CODECS, Transcoder, pcm_input
-from ttsfarm.transcoder import MEDIA_TYPES as ENCODED_MEDIA_TYPES
+from ttsfarm.core.pcm import open_wav_header
+from ttsfarm.core.transcoder import CODECS, Transcoder, pcm_input
+from ttsfarm.core.transcoder import MEDIA_TYPES as ENCODED_MEDIA_TYPES
 
 log = logging.getLogger(__name__)
 

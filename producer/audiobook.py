@@ -23,13 +23,20 @@ from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest
 from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
 from ttsfarm.audiobook.render import PartFailed, PartProgress
-from ttsfarm.breaks import estimate_segments
-from ttsfarm.errors import Cancelled, JobFailed, JobNotFound, StorageUnavailable, TransientError, TtsfarmError
-from ttsfarm.finishing import FinishRequest
-from ttsfarm.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
-from ttsfarm.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
+from ttsfarm.core.breaks import estimate_segments
+from ttsfarm.core.errors import (
+    Cancelled,
+    JobFailed,
+    JobNotFound,
+    StorageUnavailable,
+    TransientError,
+    TtsfarmError,
+)
+from ttsfarm.core.finishing import FinishRequest
+from ttsfarm.core.jobs import CONTENT_TYPES as JOB_CONTENT_TYPES
+from ttsfarm.core.jobs import JobRequest, JobResult, JobStatus, check_text, wait_until_done
+from ttsfarm.core.voices import Voice
 from ttsfarm.storage import Storage, fetch_checked
-from ttsfarm.voices import Voice
 
 log = logging.getLogger(__name__)
 

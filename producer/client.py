@@ -22,8 +22,8 @@ from kombu.exceptions import OperationalError
 
 from producer.download import download
 from producer.specs import JobSpec, Queueable
-from ttsfarm.admission import check_cost
-from ttsfarm.errors import (
+from ttsfarm.core.admission import check_cost
+from ttsfarm.core.errors import (
     BrokerUnavailable,
     InvalidInput,
     JobFailed,
@@ -33,18 +33,9 @@ from ttsfarm.errors import (
     SettingsError,
     WaitTimeout,
 )
-from ttsfarm.farm.celeryconf import (
-    FINISH_TASK_NAME,
-    MESSAGE_PRIORITIES,
-    TASK_NAME,
-    finish_queue,
-    make_celery,
-    queued_jobs,
-)
-from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.finishing import FinishRequest
-from ttsfarm.job_limits import DEFAULT_PRIORITY, check_priority
-from ttsfarm.jobs import (
+from ttsfarm.core.finishing import FinishRequest
+from ttsfarm.core.job_limits import DEFAULT_PRIORITY, check_priority
+from ttsfarm.core.jobs import (
     POLL_SECONDS,
     SUBMITTED_AT,
     JobRequest,
@@ -56,10 +47,19 @@ from ttsfarm.jobs import (
     result_key,
     wait_until_done,
 )
-from ttsfarm.redact import redact
-from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.core.redact import redact
+from ttsfarm.core.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.core.voices import VoiceCatalog
+from ttsfarm.farm.celeryconf import (
+    FINISH_TASK_NAME,
+    MESSAGE_PRIORITIES,
+    TASK_NAME,
+    finish_queue,
+    make_celery,
+    queued_jobs,
+)
+from ttsfarm.farm.registry import JobRegistry
 from ttsfarm.storage import Storage, open_storage, storage_at
-from ttsfarm.voices import VoiceCatalog
 
 __all__ = ["Client", "JobSpec", "download"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ttsfarm.errors import InvalidInput, StorageUnavailable
-from ttsfarm.jobs import JobResult
+from ttsfarm.core.errors import InvalidInput, StorageUnavailable
+from ttsfarm.core.jobs import JobResult
 from ttsfarm.storage import Storage, fetch_checked
 
 

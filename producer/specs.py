@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ttsfarm.job_limits import DEFAULT_PRIORITY
+from ttsfarm.core.job_limits import DEFAULT_PRIORITY
 
 
 class Queueable(Protocol):

@@ -10,9 +10,9 @@ from typing import Final
 import numpy as np
 import soundfile as sf
 
-from ttsfarm.errors import InvalidAudio
-from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
-from ttsfarm.synth_file import Tags, write_tags
+from ttsfarm.core.errors import InvalidAudio
+from ttsfarm.core.jobs import AUDIO_FORMATS, SegmentTiming
+from ttsfarm.core.synth_file import Tags, write_tags
 
 FADE_SECONDS: Final = 0.004
 """Raised-cosine fade at both ends of every segment, so no join can click."""

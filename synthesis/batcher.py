@@ -27,8 +27,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, InvalidPro
 from synthesis.batching import BatcherStats, BatchObserver, BusyClock
 from synthesis.engine import EngineItem, EngineOutOfMemory, Scales, Spoken
 from synthesis.engines import VoiceEngine
-from ttsfarm.errors import PermanentError, VoiceNotFound
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import PermanentError, VoiceNotFound
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from synthesis.engine_base import EngineOptions
 from synthesis.items import EngineItem, Scales, Spoken
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 BatchObserver = Callable[[Sequence[int], float], None]
 """Told each engine run's item lengths (phoneme ids) and wall seconds."""

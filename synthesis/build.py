@@ -29,9 +29,9 @@ from synthesis.frontend import TextFrontend
 from synthesis.gpus import free_gpu_memory, gpu_count
 from synthesis.pipeline import Synthesizer
 from synthesis.sessions import NHWC, CudaOptions, cpu_count, wants_cuda
-from ttsfarm.processes import HelperPool, Priority
-from ttsfarm.settings import CudaLayout, EngineName, Settings
-from ttsfarm.voices import Voice
+from ttsfarm.core.processes import HelperPool, Priority
+from ttsfarm.core.settings import CudaLayout, EngineName, Settings
+from ttsfarm.core.voices import Voice
 
 GPU_MAX_BATCH: Final = 32
 CPU_MAX_BATCH: Final = 1

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

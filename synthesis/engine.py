@@ -59,8 +59,8 @@ from synthesis.sessions import (
     starter_options,
     wants_cuda,
 )
-from ttsfarm.errors import EngineOutOfMemory
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import EngineOutOfMemory
+from ttsfarm.core.voices import Voice
 
 __all__ = [
     "Engine",

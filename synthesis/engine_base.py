@@ -15,7 +15,7 @@ from synthesis.buckets import ID_BUCKETS
 from synthesis.items import EngineItem, Scales, Spoken, filler_ids, voice_scales, warmup_ids
 from synthesis.session_cache import SessionBuilds
 from synthesis.sessions import CUDA, CudaOptions, Precision, Provider
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 MAX_BATCH_FRAMES: Final = 1 << 17
 """Rows times decoder frames per session run; larger batches are split. cuDNN describes a tensor

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from synthesis.batching import SegmentBatcher
 from synthesis.engine_link import FAMILY, EngineFacts, HostFacts, hang_up
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from typing import Any, Final
 from synthesis.batching import BatcherStats, BatchObserver, EngineInfo
 from synthesis.engine import EngineItem, EngineOptions, Scales, Spoken, voice_scales
 from synthesis.sessions import CUDA
-from ttsfarm.errors import TransientError
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import TransientError
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

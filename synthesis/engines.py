@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from synthesis.engine import Engine, EngineOptions
 from synthesis.sessions import wants_cuda
-from ttsfarm.settings import EngineName
-from ttsfarm.voices import Voice
+from ttsfarm.core.settings import EngineName
+from ttsfarm.core.voices import Voice
 
 if TYPE_CHECKING:
     from synthesis.staged import StagedEngine

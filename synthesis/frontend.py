@@ -24,10 +24,10 @@ from typing import Final
 
 from synthesis.phonemes import Phonemizer
 from synthesis.text import DEFAULT_MAX_PHONEME_IDS, Segment, Segmenter, normalize
-from ttsfarm.breaks import split_paragraphs
-from ttsfarm.errors import TransientError
-from ttsfarm.processes import HelperPool
-from ttsfarm.voices import Voice
+from ttsfarm.core.breaks import split_paragraphs
+from ttsfarm.core.errors import TransientError
+from ttsfarm.core.processes import HelperPool
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

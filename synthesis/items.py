@@ -8,7 +8,7 @@ from typing import Final
 
 import numpy as np
 
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 PAD_ID: Final = 0
 """Phoneme id used to right-pad shorter items in a batch (Piper's ``_``)."""

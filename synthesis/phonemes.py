@@ -14,9 +14,9 @@ from typing import Final
 from piper.phoneme_ids import phonemes_to_ids
 
 from synthesis.normalize import Reader, reader_for
-from ttsfarm.errors import InvalidInput
-from ttsfarm.espeak import phonemize
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.espeak import phonemize
+from ttsfarm.core.voices import Voice
 
 SENTENCE_JOIN: Final = " "
 """Placed between espeak's sentences when one segment holds more than one."""

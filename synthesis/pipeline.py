@@ -18,14 +18,14 @@ from synthesis.frontend import TextFrontend
 from synthesis.scratch import job_folder
 from synthesis.text import Segment
 from synthesis.word_timings import even_frames, word_marks
-from ttsfarm.breaks import PAUSE_SENTENCE
-from ttsfarm.errors import InvalidInput, raise_if_cancelled
-from ttsfarm.files import sha256_file
-from ttsfarm.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
-from ttsfarm.processes import HelperPool
+from ttsfarm.core.breaks import PAUSE_SENTENCE
+from ttsfarm.core.errors import InvalidInput, raise_if_cancelled
+from ttsfarm.core.files import sha256_file
+from ttsfarm.core.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
+from ttsfarm.core.processes import HelperPool
+from ttsfarm.core.synth_file import BLOCK_SECONDS, Tags, finish
+from ttsfarm.core.voices import Voice, resolve_voice
 from ttsfarm.storage import Storage
-from ttsfarm.synth_file import BLOCK_SECONDS, Tags, finish
-from ttsfarm.voices import Voice, resolve_voice
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Synthesizer:
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
         first segment is made. With a loudness the speech goes to a WAV file first, which is
-        then mastered and encoded (``ttsfarm.synth_file.finish``, in blocks: memory stays
+        then mastered and encoded (``ttsfarm.core.synth_file.finish``, in blocks: memory stays
         bounded), in one of the :attr:`finishing` processes where there are some. ``listener`` is
         told the speech as it is written, segment by segment, before any mastering."""
         voice, segments = self._stream(request, preload=True)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ttsfarm.errors import TempSpaceUnavailable, TtsfarmError
+from ttsfarm.core.errors import TempSpaceUnavailable, TtsfarmError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, TypeAlias
 import onnxruntime as ort
 
 from synthesis.gpus import gpu_count, gpu_present
-from ttsfarm.errors import DeviceUnavailable
+from ttsfarm.core.errors import DeviceUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -70,8 +70,8 @@ from synthesis.stages import (
     split_voice,
 )
 from synthesis.waveform_graphs import WaveformGraphs, WaveformModels
-from ttsfarm.errors import EngineOutOfMemory
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import EngineOutOfMemory
+from ttsfarm.core.voices import Voice
 
 __all__ = ["BUILDS_AT_ONCE", "STAGES", "FrontResult", "StagedEngine"]
 

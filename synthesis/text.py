@@ -1,6 +1,6 @@
 """Text normalisation and segmentation: text in, ordered segments out, each short enough
 for the model and each keeping the source text it speaks. Pauses and paragraph breaks follow
-``ttsfarm.breaks``; a line break within a paragraph (:data:`LINE_BREAK`, a verse line) ends a
+``ttsfarm.core.breaks``; a line break within a paragraph (:data:`LINE_BREAK`, a verse line) ends a
 segment with the short :data:`PAUSE_LINE`."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pysbd
 
 from synthesis.phonemes import Phonemizer
 from synthesis.word_timings import WordBounds, word_bounds
-from ttsfarm.breaks import (
+from ttsfarm.core.breaks import (
     LINE_BREAK,
     PAUSE_CLAUSE,
     PAUSE_LINE,
@@ -24,7 +24,7 @@ from ttsfarm.breaks import (
     PAUSE_WORD,
     split_paragraphs,
 )
-from ttsfarm.settings import MIN_PHONEME_IDS
+from ttsfarm.core.settings import MIN_PHONEME_IDS
 
 DEFAULT_MAX_PHONEME_IDS: Final = 400
 """Cap on phoneme ids per segment (about 15 s of speech). Longer sentences are split at

@@ -9,7 +9,7 @@ before a word and the gaps are silence between words, and belong to none.
 Two halves, so that the worker's interpreter, which also feeds the GPU, does little:
 
 - :func:`word_bounds`, on the text side (the text processes, with the phonemes): which ids each
-  of the text's words spans. The text's words (``ttsfarm.timings.text_words``) pair one to one
+  of the text's words spans. The text's words (``ttsfarm.core.timings.text_words``) pair one to one
   with the spoken words where there are as many of each. espeak-ng often speaks two words as one
   ("from the" as ``fɹʌmðə``) and reading aloud changes counts ("1998" as three words): then each
   text word gets the share of the sounding ids that its share of the characters gives, its edges
@@ -28,8 +28,8 @@ from typing import Final, NamedTuple
 
 import numpy as np
 
-from ttsfarm.timings import text_words
-from ttsfarm.voices import Voice
+from ttsfarm.core.timings import text_words
+from ttsfarm.core.voices import Voice
 
 SILENT_SYMBOLS: Final = frozenset("^$_ !?,.;:'\"()-#\u2193")
 """Ids of these symbols are never part of a word's sound: the edges, pads, the word gap and

@@ -18,7 +18,7 @@ from synthesis.batcher import Batcher
 from synthesis.engine import Engine, EngineOptions, Scales
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.voices import Voice, resolve_voice
 
 DETERMINISTIC = Scales(noise_scale=0.0, length_scale=1.0, noise_w=0.0)
 

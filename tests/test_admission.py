@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ttsfarm.admission import MOST_PHONEMES_PER_CHARACTER, SECONDS_PER_PHONEME, check_cost, estimate
-from ttsfarm.errors import InvalidInput
-from ttsfarm.settings import Settings
-from ttsfarm.voices import Voice
+from ttsfarm.core.admission import MOST_PHONEMES_PER_CHARACTER, SECONDS_PER_PHONEME, check_cost, estimate
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import Voice
 
 LIMITS = (Settings().max_job_audio_seconds, Settings().max_job_temp_mb)
 PROSE = (Path(__file__).parents[1] / "examples" / "ellery.txt").read_text()

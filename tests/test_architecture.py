@@ -9,7 +9,9 @@ deferred import still ties two modules together. The rules:
   onnxruntime never by the producer side;
 - the benchmarks' helpers (``benchmarks/bench``) are not installed, and nothing installed imports
   them;
-- no module of the product is over :data:`MOST_LINES` lines.
+- no module of the product is over :data:`MOST_LINES` lines;
+- each part has a folder of its own: ``ttsfarm/`` holds only its parts (``core``, ``storage``,
+  ``farm``, ``audiobook``, ``cli``), the others are top-level packages.
 """
 
 from __future__ import annotations
@@ -56,14 +58,18 @@ THIRD_PARTY_HOMES: Final = {
 """Who may import each of these libraries (a module, or every module of a package)."""
 
 
+TTSFARM_PARTS: Final = ("core", "storage", "farm", "audiobook", "cli")
+"""The parts inside ``ttsfarm/``, each a folder."""
+
+
 def part_of(module: str) -> str:
     if module == "ttsfarm.__main__":  # ``python -m ttsfarm``: the command line
         return "cli"
-    for sub in ("cli", "audiobook", "farm", "storage"):
+    for sub in TTSFARM_PARTS:
         if module == f"ttsfarm.{sub}" or module.startswith(f"ttsfarm.{sub}."):
             return sub
     top = module.split(".")[0]
-    return "core" if top == "ttsfarm" else top
+    return "core" if top == "ttsfarm" else top  # ``ttsfarm`` itself re-exports the core's errors
 
 
 def modules() -> dict[str, Path]:
@@ -154,6 +160,13 @@ def test_only_the_product_is_installed() -> None:
     found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     included = found["tool"]["setuptools"]["packages"]["find"]["include"]
     assert sorted(included) == sorted(f"{package}*" for package in PACKAGES)
+
+
+def test_each_part_of_ttsfarm_has_a_folder_of_its_own() -> None:
+    """Only the package's door (``__init__``, ``__main__``) and its parts' folders in ``ttsfarm/``:
+    the ground floor does not share a folder with the floors above it."""
+    entries = {path.name for path in (ROOT / "ttsfarm").iterdir() if path.name != "__pycache__"}
+    assert entries == {"__init__.py", "__main__.py", "py.typed", *TTSFARM_PARTS}
 
 
 def test_no_module_is_over_the_most_lines() -> None:

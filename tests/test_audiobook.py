@@ -35,11 +35,11 @@ from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book
 from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
 from ttsfarm.audiobook.render import LocalRenderer, PartProgress
-from ttsfarm.encoding import PIECE_CODECS, decode, encode_piece
-from ttsfarm.errors import InvalidInput, PermanentError, VoiceNotFound
-from ttsfarm.finishing import FinishRequest
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
-from ttsfarm.processes import HelperPool
+from ttsfarm.core.encoding import PIECE_CODECS, decode, encode_piece
+from ttsfarm.core.errors import InvalidInput, PermanentError, VoiceNotFound
+from ttsfarm.core.finishing import FinishRequest
+from ttsfarm.core.jobs import JobRequest, JobResult, SynthesisOptions
+from ttsfarm.core.processes import HelperPool
 
 FAST = SynthesisOptions(length_scale=0.6, noise_scale=0.0, noise_w=0.0)
 TINY_BOOK = (
@@ -133,7 +133,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, renderer: LocalRenderer) -> 
 
 def listing(outdir: Path) -> dict[str, str]:
     """Every output file (not the part cache) with its checksum."""
-    from ttsfarm.files import sha256_file
+    from ttsfarm.core.files import sha256_file
 
     return {
         str(p.relative_to(outdir)): sha256_file(p)
@@ -159,7 +159,7 @@ def test_full_output_set(built: Built) -> None:
     assert not [p for p in outdir.rglob("*partial*")] and not [p for p in outdir.rglob("*rendering*")]
     assert [c["title"] for c in manifest["chapters"]] == TITLES
     for entry in [*(c["audio"] for c in manifest["chapters"]), *manifest["files"].values()]:
-        from ttsfarm.files import sha256_file
+        from ttsfarm.core.files import sha256_file
 
         path = outdir / entry["file"]
         assert path.stat().st_size == entry["size"] and sha256_file(path) == entry["sha256"]
@@ -376,7 +376,7 @@ def test_an_output_folder_that_is_a_file_is_refused(tmp_path: Path, renderer: Lo
 
 
 def sha256(path: Path) -> str:
-    from ttsfarm.files import sha256_file
+    from ttsfarm.core.files import sha256_file
 
     return sha256_file(path)
 

@@ -17,8 +17,8 @@ from mutagen.id3 import ID3
 from mutagen.mp4 import MP4
 
 from tests.books import make_epub, png
-from ttsfarm.loudness import true_peak
-from ttsfarm.mastering import PEAK_CEILING_DBTP
+from ttsfarm.core.loudness import true_peak
+from ttsfarm.core.mastering import PEAK_CEILING_DBTP
 
 
 def ttsfarm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

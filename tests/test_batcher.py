@@ -13,7 +13,7 @@ from synthesis.batcher import Batcher, split_phoneme_ids
 from synthesis.engine import Engine, EngineItem, EngineOutOfMemory, Scales, Spoken
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] + [
     "Short.",

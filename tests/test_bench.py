@@ -14,7 +14,7 @@ from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
 from ttsfarm.cli import main
 from ttsfarm.cli.sweep import TABLE_HEADER, corpus_items, format_table, short_latency, sweep
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 TEXT = "Hi. The ferry carried farmers across the water. Not everyone was pleased, said the baker."
 

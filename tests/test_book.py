@@ -9,10 +9,10 @@ import pytest
 from ttsfarm.audiobook.book import read_book
 from ttsfarm.audiobook.export import ffmetadata, srt, srt_time
 from ttsfarm.audiobook.parts import book_parts, chapter_parts
-from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
-from ttsfarm.errors import InvalidInput
-from ttsfarm.files import slug
-from ttsfarm.jobs import SegmentTiming, SynthesisOptions
+from ttsfarm.core.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.files import slug
+from ttsfarm.core.jobs import SegmentTiming, SynthesisOptions
 
 DEFAULTS = SynthesisOptions(voice="joe", length_scale=0.8)
 EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery-book.csv"

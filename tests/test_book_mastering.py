@@ -14,8 +14,15 @@ import soundfile as sf
 from scipy.ndimage import minimum_filter1d, uniform_filter1d  # type: ignore[import-untyped]
 from scipy.signal import resample  # type: ignore[import-untyped]
 
-from ttsfarm.loudness import envelopes, integrated_loudness, peak_envelope, spans_index, stretches, true_peak
-from ttsfarm.mastering import (
+from ttsfarm.core.loudness import (
+    envelopes,
+    integrated_loudness,
+    peak_envelope,
+    spans_index,
+    stretches,
+    true_peak,
+)
+from ttsfarm.core.mastering import (
     LIMITER_WINDOW_SECONDS,
     MAX_LIMITING_DB,
     LimiterGain,
@@ -24,7 +31,7 @@ from ttsfarm.mastering import (
     master,
     moving_min,
 )
-from ttsfarm.mastering import resample as resample_to
+from ttsfarm.core.mastering import resample as resample_to
 
 RATE = 22050
 

@@ -19,8 +19,8 @@ from ttsfarm.audiobook.source import (
     with_info,
 )
 from ttsfarm.audiobook.text import TEXT_HEADING
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import SynthesisOptions
 
 DEFAULTS = SynthesisOptions()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ttsfarm.captions import captions, srt, vtt
-from ttsfarm.jobs import SegmentTiming, WordTiming
+from ttsfarm.core.captions import captions, srt, vtt
+from ttsfarm.core.jobs import SegmentTiming, WordTiming
 
 CUES = (
     SegmentTiming("First  line,\nwrapped.", 0.0, 1.25),

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from bench.farm import free_port
 from tests.helpers_cli import ttsfarm_text as ttsfarm
 from ttsfarm.cli import main
-from ttsfarm.jobs import MAX_TEXT_CHARS
+from ttsfarm.core.jobs import MAX_TEXT_CHARS
 
 
 def test_synth_text_to_wav(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ import soundfile as sf
 
 from producer.client import JobSpec
 from tests.helpers_cli import environment, ttsfarm, zero_runs
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import JobRequest
-from ttsfarm.loudness import integrated_loudness, true_peak
-from ttsfarm.mastering import PEAK_CEILING_DBTP
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import JobRequest
+from ttsfarm.core.loudness import integrated_loudness, true_peak
+from ttsfarm.core.mastering import PEAK_CEILING_DBTP
 
 
 def test_text_from_stdin_audio_to_stdout(tmp_path: Path) -> None:

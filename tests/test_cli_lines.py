@@ -13,8 +13,8 @@ import soundfile as sf
 
 from tests.helpers_cli import ttsfarm, zero_runs
 from ttsfarm.cli.lines import MANIFEST_COLUMNS, line_request, read_lines
-from ttsfarm.jobs import SynthesisOptions
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.jobs import SynthesisOptions
+from ttsfarm.core.voices import resolve_voice
 
 FIXED = ("--noise-scale", "0", "--noise-w", "0", "--loudness", "off")
 """The same speech every run, at the voice's own level: lengths and silences can be compared."""

@@ -13,7 +13,7 @@ import pytest
 
 from synthesis.conv_bias import CONVOLUTIONS, with_biases_apart
 from synthesis.stages import VoiceStages, split_voice
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 JOE_UPSAMPLINGS = 3
 """The ``ConvTranspose`` layers of joe's decoder that follow the flow."""

@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 
 from tests.helpers_deploy import load_healthcheck
 from ttsfarm.cli import main as cli
-from ttsfarm.settings import ENV_PREFIX, Settings
+from ttsfarm.core.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose.yaml"
@@ -419,7 +419,7 @@ def test_profiles_choose_workers_and_minio_and_nothing_waits_for_minio(
 def test_the_host_command_reads_the_stacks_env_file(tmp_path: Path) -> None:
     """`ttsfarm --env-file .env` takes the broker URL compose builds (password, host, port, db), and
     the TTSFARM_* and AWS_* values; what the environment sets already wins."""
-    from ttsfarm.env_file import stack_environment
+    from ttsfarm.core.env_file import stack_environment
 
     env_file = tmp_path / ".env"
     lines = ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()

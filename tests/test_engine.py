@@ -22,8 +22,8 @@ from synthesis.sessions import (
 )
 from tests.conftest import DETERMINISTIC
 from tests.helpers_engine import SENTENCES
-from ttsfarm.errors import DeviceUnavailable
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import DeviceUnavailable
+from ttsfarm.core.voices import Voice
 
 
 def test_batched_equals_one_by_one(engine: Engine, phonemizer: Phonemizer) -> None:
@@ -105,7 +105,7 @@ def test_a_graph_that_is_not_a_piper_voice_is_refused_at_load(voice, tmp_path) -
     import onnx
     from onnx import TensorProto, helper
 
-    from ttsfarm.voices import resolve_voice
+    from ttsfarm.core.voices import resolve_voice
 
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])],

@@ -18,10 +18,10 @@ from synthesis.engine_link import EngineLost, RemoteBatcher
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from tests.conftest import DETERMINISTIC
-from ttsfarm.errors import VoiceNotFound
-from ttsfarm.jobs import JobRequest
+from ttsfarm.core.errors import VoiceNotFound
+from ttsfarm.core.jobs import JobRequest
+from ttsfarm.core.voices import Voice, resolve_voice
 from ttsfarm.storage.local import LocalStorage
-from ttsfarm.voices import Voice, resolve_voice
 
 TEXTS = [f"Consumer sentence {n}, spoken by the shared engine." for n in range(10)]
 

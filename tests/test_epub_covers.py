@@ -9,7 +9,7 @@ import pytest
 
 from tests.books import HandMadeEpub, Image, Page, Toc, png
 from ttsfarm.audiobook.epub import read_epub_book
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.jobs import SynthesisOptions
 
 COVER_PAGE = Page("text/cover.xhtml", '<div><img src="../images/front.png" alt="Cover"/></div>', linear=False)
 CHAPTER = Page("text/one.xhtml", "<h1>Chapter One</h1><p>The lamp was lit before the ship came in.</p>")

@@ -13,7 +13,7 @@ from tests.books import HandMadeEpub, Page, Toc, salt_road
 from ttsfarm.audiobook.book import Book
 from ttsfarm.audiobook.epub import read_epub_book
 from ttsfarm.audiobook.source import chapter_lines, select_chapters
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.jobs import SynthesisOptions
 
 DEFAULTS = SynthesisOptions()
 

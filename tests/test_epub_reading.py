@@ -20,9 +20,9 @@ from ttsfarm.audiobook.epub import read_epub_book
 from ttsfarm.audiobook.language import language_warning, primary_language
 from ttsfarm.audiobook.parts import chapter_parts
 from ttsfarm.audiobook.source import open_book
-from ttsfarm.breaks import PAUSE_LINE, PAUSE_PARAGRAPH, PAUSE_SENTENCE
-from ttsfarm.jobs import SynthesisOptions
-from ttsfarm.voices import Voice
+from ttsfarm.core.breaks import PAUSE_LINE, PAUSE_PARAGRAPH, PAUSE_SENTENCE
+from ttsfarm.core.jobs import SynthesisOptions
+from ttsfarm.core.voices import Voice
 
 DEFAULTS = SynthesisOptions()
 

@@ -11,9 +11,9 @@ import pytest
 from synthesis.frontend import TextFrontend, chunk_paragraphs
 from synthesis.phonemes import Phonemizer
 from synthesis.text import normalize
-from ttsfarm.breaks import PAUSE_PARAGRAPH, split_paragraphs
-from ttsfarm.errors import InvalidInput, TransientError
-from ttsfarm.voices import Voice
+from ttsfarm.core.breaks import PAUSE_PARAGRAPH, split_paragraphs
+from ttsfarm.core.errors import InvalidInput, TransientError
+from ttsfarm.core.voices import Voice
 
 SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.txt"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.farm import voice_map
-from ttsfarm.errors import SettingsError
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.voices import Voice, resolve_voice
 
 
 @pytest.fixture(scope="module")

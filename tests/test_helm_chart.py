@@ -32,9 +32,9 @@ from producer import Client, JobSpec
 from tests.conftest import emptied, redis_server
 from tests.helpers_deploy import load_healthcheck
 from ttsfarm.cli import main as cli
+from ttsfarm.core.finishing import FinishRequest, PartAudio
+from ttsfarm.core.settings import ENV_PREFIX, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.farm.celeryconf import MESSAGE_PRIORITIES, finish_queue
-from ttsfarm.finishing import FinishRequest, PartAudio
-from ttsfarm.settings import ENV_PREFIX, PROBE_TIMEOUT_SECONDS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "ttsfarm"

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-import ttsfarm.errors
-from ttsfarm.errors import (
+import ttsfarm.core.errors
+from ttsfarm.core.errors import (
     Cancelled,
     InvalidInput,
     JobFailed,
@@ -23,8 +23,8 @@ from ttsfarm.errors import (
     TtsfarmError,
     WaitTimeout,
 )
-from ttsfarm.files import write_error
-from ttsfarm.jobs import (
+from ttsfarm.core.files import write_error
+from ttsfarm.core.jobs import (
     JobRequest,
     JobResult,
     JobStatus,
@@ -81,10 +81,10 @@ def test_an_unknown_job_and_a_slow_one() -> None:
 def test_every_error_is_transient_or_permanent_and_drawn_in_the_tree() -> None:
     classes = [
         value
-        for value in vars(ttsfarm.errors).values()
+        for value in vars(ttsfarm.core.errors).values()
         if inspect.isclass(value) and issubclass(value, TtsfarmError)
     ]
-    tree = ttsfarm.errors.__doc__ or ""
+    tree = ttsfarm.core.errors.__doc__ or ""
     for error in classes:
         assert error.__name__ in tree, error
         if error not in (TtsfarmError, PermanentError, TransientError):

@@ -14,9 +14,9 @@ from synthesis.build import (
     gpu_text_processes,
     local_synthesizer,
 )
-from ttsfarm.errors import SettingsError
-from ttsfarm.jobs import JobRequest
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.jobs import JobRequest
+from ttsfarm.core.settings import Settings
 from ttsfarm.storage import LocalStorage
 
 

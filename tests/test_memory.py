@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 
 from synthesis.engine import Engine, EngineItem, EngineOptions, filler_ids
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.voices import Voice, resolve_voice
 
 KEPT_LIMIT_MIB = 60
 

@@ -12,8 +12,8 @@ from piper.voice import PiperVoice
 
 from synthesis.phonemes import Phonemizer, split_inline
 from synthesis.text import Segmenter
-from ttsfarm.errors import InvalidInput
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.voices import Voice
 
 
 def piper_phonemes(voice: Voice, text: str) -> list[str]:

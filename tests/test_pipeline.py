@@ -18,9 +18,9 @@ from synthesis.batcher import Batcher
 from synthesis.engine import Engine
 from synthesis.pipeline import Progress, Synthesizer
 from tests.helpers_speech import SpokenOnce
-from ttsfarm import files
-from ttsfarm.errors import Cancelled, InvalidAudio, StorageRejected, TransientError
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
+from ttsfarm.core import files
+from ttsfarm.core.errors import Cancelled, InvalidAudio, StorageRejected, TransientError
+from ttsfarm.core.jobs import JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import LocalStorage
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "ellery.txt"
@@ -192,7 +192,7 @@ def test_audio_that_is_not_numbers_is_never_written(tmp_path: Path, bad: float) 
 def test_a_job_with_a_loudness_is_mastered_to_it(synthesizer: Synthesizer, tmp_path: Path) -> None:
     """Jobs speak at the voice's own level, which moves by a few LU from text to text (joe:
     -24 to -27 LUFS on benchmarks/quality_texts.txt); a loudness brings each to one level."""
-    from ttsfarm.loudness import integrated_loudness, true_peak
+    from ttsfarm.core.loudness import integrated_loudness, true_peak
 
     text = "Please bring three things: a charged laptop, a pair of headphones, and a notebook."
     plain = synthesizer.synthesize(JobRequest(text, FAST), LocalStorage(tmp_path), "plain.wav")
@@ -219,7 +219,7 @@ def test_a_job_cancelled_while_it_is_mastered_stores_nothing(engine, tmp_path: P
     """The cancel comes after the text is spoken, while a finishing process masters the job, or
     while the job waits for one (the only one is busy). Either way it stops within a second or
     two, and nothing is stored or left in the temp folder."""
-    from ttsfarm.processes import HelperPool
+    from ttsfarm.core.processes import HelperPool
 
     temp, store = tmp_path / "temp", tmp_path / "store"
     temp.mkdir()

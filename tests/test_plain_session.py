@@ -16,7 +16,7 @@ from synthesis.plain_session import PlainSessions
 from synthesis.sessions import build_session, session_options, starter_options
 from tests.conftest import DETERMINISTIC
 from tests.helpers_engine import SENTENCES
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 
 def doubling_graph() -> bytes:

@@ -12,7 +12,7 @@ from synthesis.graph import MIN_FRAMES_INPUT, add_frame_floor, expose_durations
 from synthesis.phonemes import Phonemizer
 from synthesis.precision import convert_to_fp16
 from tests.conftest import DETERMINISTIC
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 SENTENCE = "Children learned to swim off the wooden dock behind the post office."
 

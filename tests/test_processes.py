@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ttsfarm.errors import Cancelled, TransientError
-from ttsfarm.processes import LOW_NICENESS, HelperPool
+from ttsfarm.core.errors import Cancelled, TransientError
+from ttsfarm.core.processes import LOW_NICENESS, HelperPool
 
 
 @pytest.mark.parametrize(

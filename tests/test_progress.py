@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ttsfarm.progress import BookProgress
+from ttsfarm.core.progress import BookProgress
 
 
 def test_the_book_bar_ends_full_and_its_time_left_follows_the_slower_side() -> None:

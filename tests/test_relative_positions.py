@@ -19,7 +19,7 @@ from synthesis.relative_positions import expected_positions, with_gathered_relat
 from synthesis.staged import StagedEngine
 from tests.conftest import DETERMINISTIC
 from tests.helpers_engine import SENTENCES
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 ATTENTION_LAYERS = 6
 """Joe's text encoder: each layer turns relative logits absolute, and its weights relative."""

@@ -16,12 +16,12 @@ from producer import Client
 from synthesis.build import engine_options, waveform_layout
 from synthesis.gpus import gpu_present
 from synthesis.sessions import NHWC
-from ttsfarm.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
-from ttsfarm.settings import ENV_PREFIX, Settings
+from ttsfarm.core.errors import InvalidInput, PermanentError, SettingsError, VoiceNotFound
+from ttsfarm.core.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = ("farm", "storage", "engine", "batching", "gateway", "metrics")
-"""The concerns settings are grouped by, in ttsfarm/settings.py and wherever they are listed."""
+"""The concerns settings are grouped by, in ttsfarm/core/settings.py and wherever they are listed."""
 NOT_DOCUMENTED: set[str] = set()
 """Settings no user or operator is told about: none (a switch to compare with is a benchmark's
 option, never a setting)."""

@@ -43,9 +43,9 @@ from synthesis.stages import (
 )
 from tests.conftest import DETERMINISTIC
 from tests.helpers_engine import SENTENCES
-from ttsfarm.errors import SettingsError
-from ttsfarm.settings import Settings
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import Voice, resolve_voice
 
 CPU = EngineOptions(provider="cpu", warmup=False)
 BUCKETS = EngineOptions(provider="cpu", warmup=False, shape_buckets=True)

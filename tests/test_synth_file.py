@@ -13,11 +13,11 @@ from synthesis.batcher import Batcher
 from synthesis.engine import Engine
 from synthesis.pipeline import Synthesizer
 from tests.helpers_speech import SpokenOnce
-from ttsfarm.jobs import DEFAULT_LOUDNESS, JobRequest, JobResult, SegmentTiming
-from ttsfarm.loudness import integrated_loudness, true_peak
-from ttsfarm.mastering import PEAK_CEILING_DBTP
+from ttsfarm.core.jobs import DEFAULT_LOUDNESS, JobRequest, JobResult, SegmentTiming
+from ttsfarm.core.loudness import integrated_loudness, true_peak
+from ttsfarm.core.mastering import PEAK_CEILING_DBTP
+from ttsfarm.core.synth_file import Tags, block_lengths, decoded_true_peak, finish, title_from
 from ttsfarm.storage import LocalStorage
-from ttsfarm.synth_file import Tags, block_lengths, decoded_true_peak, finish, title_from
 
 RATE = 8000
 
@@ -92,7 +92,7 @@ def test_every_format_keeps_the_true_peak_promise_as_decoded(
 def test_a_file_over_the_ceiling_is_encoded_again_lower_by_the_books_rule() -> None:
     """One rule for every lossy file, a job's or a book's: under the ceiling by the meter's
     resolution is done; over it, the next encoding goes lower by the overshoot and a margin."""
-    from ttsfarm.mastering import METER_RESOLUTION_DB, PEAK_FIX_MARGIN_DB, headroom_after
+    from ttsfarm.core.mastering import METER_RESOLUTION_DB, PEAK_FIX_MARGIN_DB, headroom_after
 
     assert headroom_after(PEAK_CEILING_DBTP - METER_RESOLUTION_DB, 0.3) is None
     again = headroom_after(PEAK_CEILING_DBTP + 0.13, 0.6)

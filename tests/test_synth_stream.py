@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from tests.helpers_audio import decoded, energy_db
-from ttsfarm.loudness import integrated_loudness
+from ttsfarm.core.loudness import integrated_loudness
 
 TEXT = "The stream starts with this sentence. Then comes another one, a little longer than the first."
 FIXED = ["--noise-scale", "0", "--noise-w", "0", "-q"]

@@ -6,7 +6,7 @@ import pytest
 
 from synthesis.phonemes import Phonemizer
 from synthesis.text import Segmenter, normalize
-from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
+from ttsfarm.core.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE
 
 
 def test_normalize_collapses_space_and_keeps_paragraphs() -> None:

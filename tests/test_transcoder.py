@@ -1,4 +1,4 @@
-"""Audio encoded while it is made (ttsfarm.transcoder): real ffmpeg, decoded back by ffmpeg."""
+"""Audio encoded while it is made (ttsfarm.core.transcoder): real ffmpeg, decoded back by ffmpeg."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.helpers_audio import decoded, energy_db
-from ttsfarm.pcm import pcm16
-from ttsfarm.transcoder import CODECS, TranscodeFailed, Transcoder, pcm_input
+from ttsfarm.core.pcm import pcm16
+from ttsfarm.core.transcoder import CODECS, TranscodeFailed, Transcoder, pcm_input
 
 RATE = 22050
 TONE_SECONDS = 3.0

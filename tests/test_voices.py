@@ -15,8 +15,8 @@ import pytest
 from synthesis.engine import Engine, EngineItem, EngineOptions
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
-from ttsfarm.errors import VoiceNotFound, VoiceUnusable
-from ttsfarm.voices import Voice, list_voices, resolve_voice
+from ttsfarm.core.errors import VoiceNotFound, VoiceUnusable
+from ttsfarm.core.voices import Voice, list_voices, resolve_voice
 
 
 def two_speaker_copy(voice: Voice, folder: Path) -> Path:

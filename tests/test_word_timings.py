@@ -18,10 +18,10 @@ from synthesis.pipeline import Synthesizer
 from synthesis.staged import StagedEngine
 from synthesis.word_timings import even_frames, word_bounds, word_marks
 from tests.conftest import DETERMINISTIC
-from ttsfarm.jobs import JobRequest, JobResult, SegmentTiming, WordTiming
+from ttsfarm.core.jobs import JobRequest, JobResult, SegmentTiming, WordTiming
+from ttsfarm.core.timings import text_words
+from ttsfarm.core.voices import Voice
 from ttsfarm.storage import LocalStorage
-from ttsfarm.timings import text_words
-from ttsfarm.voices import Voice
 
 COUNTED = "One, two, three, four, five, six."
 """Every word followed by a pause the voice makes (a comma): the gaps between words are silence."""

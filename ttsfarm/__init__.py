@@ -1,10 +1,12 @@
-"""Shared pieces of ttsfarm: settings, job types, errors, voices, storage; the farm's Celery and
-Redis adapters (``farm``), the audiobook feature (``audiobook``) and the command line (``cli``).
+"""ttsfarm's own parts, one folder each, lowest first: ``core`` (settings, job types, errors,
+voices, timings, mastering), ``storage``, ``farm`` (the Celery and Redis adapters), ``audiobook``
+and ``cli`` (the command line). The engine (``synthesis``), ``worker``, ``producer`` and
+``gateway`` are packages of their own; ``tests/test_architecture.py`` keeps the order.
 
 Nothing here imports onnxruntime or the synthesis engine at import, so producers stay light.
 """
 
-from ttsfarm.errors import (
+from ttsfarm.core.errors import (
     InvalidInput,
     JobFailed,
     JobNotFound,

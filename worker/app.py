@@ -29,9 +29,9 @@ from celery.worker.control import inspect_command
 
 from synthesis.build import build_synthesizer, worker_concurrency
 from synthesis.pipeline import Synthesizer
-from ttsfarm.errors import SettingsError
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.farm.celeryconf import finish_queue, make_celery
-from ttsfarm.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from worker.broker import install as install_broker_workaround
 from worker.resources import WorkerResources
 from worker.tasks import register_tasks

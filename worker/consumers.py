@@ -33,8 +33,8 @@ from types import FrameType
 
 from synthesis.build import build_synthesizer, consumer_synthesizer
 from synthesis.engine_host import EngineHost
+from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import worker_nodes
-from ttsfarm.settings import Settings
 from worker.app import default_hostname, prewarmed, run_worker
 
 log = logging.getLogger(__name__)

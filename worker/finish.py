@@ -1,5 +1,5 @@
 """A finish job on a worker: the chapter's parts fetched from storage, finished in one of the
-worker's finishing processes (``ttsfarm.finisher``), and the chapter's files stored."""
+worker's finishing processes (``ttsfarm.core.finisher``), and the chapter's files stored."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Final
 
 from synthesis.scratch import job_folder
-from ttsfarm.encoding import PIECE_CODECS
-from ttsfarm.errors import PermanentError, raise_if_cancelled
-from ttsfarm.finisher import finish_chapter, memory_needed
-from ttsfarm.finishing import FinishRequest, PartAudio
-from ttsfarm.jobs import CONTENT_TYPES, JobResult, audio_key
-from ttsfarm.processes import HelperPool
+from ttsfarm.core.encoding import PIECE_CODECS
+from ttsfarm.core.errors import PermanentError, raise_if_cancelled
+from ttsfarm.core.finisher import finish_chapter, memory_needed
+from ttsfarm.core.finishing import FinishRequest, PartAudio
+from ttsfarm.core.jobs import CONTENT_TYPES, JobResult, audio_key
+from ttsfarm.core.processes import HelperPool
 from ttsfarm.storage import Storage, fetch_checked
 
 FETCHES_AT_ONCE: Final = 8

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from synthesis.engine import EngineItem, warmup_ids
 from synthesis.pipeline import Synthesizer
-from ttsfarm.settings import PROBE_TIMEOUT_SECONDS
+from ttsfarm.core.settings import PROBE_TIMEOUT_SECONDS
 
 RECENT_BATCH_SECONDS: Final = 30.0
 """A batch that succeeded this recently is proof enough: a busy worker is not probed."""

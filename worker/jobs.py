@@ -16,9 +16,9 @@ from typing import Any, Final, TypeVar
 import numpy as np
 
 from synthesis.pipeline import Progress, Synthesizer
-from ttsfarm.errors import BrokerUnavailable, Cancelled, WorkerStopping
+from ttsfarm.core.errors import BrokerUnavailable, Cancelled, WorkerStopping
+from ttsfarm.core.jobs import JobRequest, JobResult, audio_key, result_key
 from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.jobs import JobRequest, JobResult, audio_key, result_key
 from ttsfarm.storage import Storage
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from synthesis.gpus import GpuMemory
-from ttsfarm.errors import SettingsError
+from ttsfarm.core.errors import SettingsError
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Synthesizer

@@ -13,9 +13,9 @@ from celery.worker import state as worker_state
 from synthesis.build import build_synthesizer
 from synthesis.pipeline import Synthesizer
 from synthesis.scratch import sweep
+from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import finish_queue, queued_jobs
 from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.settings import Settings
 from ttsfarm.storage import Storage, open_storage, storage_at
 from worker.health import EngineHealth
 from worker.leases import Leases

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from ttsfarm.errors import StorageRejected, StorageUnavailable, TransientError, TtsfarmError
+from ttsfarm.core.errors import StorageRejected, StorageUnavailable, TransientError, TtsfarmError
 from ttsfarm.storage import Storage
 
 T = TypeVar("T")

@@ -11,16 +11,16 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from kombu.exceptions import OperationalError
 
-from ttsfarm.errors import (
+from ttsfarm.core.errors import (
     Cancelled,
     EngineOutOfMemory,
     PermanentError,
     TransientError,
     WorkerStopping,
 )
+from ttsfarm.core.finishing import FinishRequest
+from ttsfarm.core.jobs import SUBMITTED_AT, JobRequest, JobResult
 from ttsfarm.farm.celeryconf import FINISH_TASK_NAME, MAX_RETRIES, TASK_NAME
-from ttsfarm.finishing import FinishRequest
-from ttsfarm.jobs import SUBMITTED_AT, JobRequest, JobResult
 from worker.finish import finish_here
 from worker.jobs import best_effort, run_job, run_recorded, until_recorded
 from worker.storage_gate import StorageDown

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from synthesis.pipeline import Synthesizer
-from ttsfarm.breaks import split_paragraphs
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
+from ttsfarm.core.breaks import split_paragraphs
+from ttsfarm.core.jobs import JobRequest, JobResult, SynthesisOptions
 from ttsfarm.storage import LocalStorage
 
 

@@ -23,8 +23,8 @@ from bench.farm import farm_env as bench_farm_env
 from gateway.keys import KeyStore
 from producer import Client
 from tests.conftest import redis_server
-from ttsfarm.settings import Settings
-from ttsfarm.voices import resolve_voice
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import resolve_voice
 
 REDIS_SERVER = redis_server()
 REDIS_URL = f"{REDIS_SERVER}/11"

@@ -35,7 +35,7 @@ from tests.farm.conftest import (
     waiting,
 )
 from ttsfarm.cli import main
-from ttsfarm.errors import (
+from ttsfarm.core.errors import (
     BrokerUnavailable,
     Cancelled,
     InvalidInput,
@@ -43,12 +43,12 @@ from ttsfarm.errors import (
     StorageUnavailable,
     VoiceNotFound,
 )
+from ttsfarm.core.jobs import JobRequest, JobResult
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import resolve_voice
 from ttsfarm.farm.celeryconf import TASK_NAME
 from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.jobs import JobRequest, JobResult
-from ttsfarm.settings import Settings
 from ttsfarm.storage import LocalStorage
-from ttsfarm.voices import resolve_voice
 from worker.jobs import run_job
 
 SENTENCES = split_sentences(EXAMPLE.replace("\n", " "))
@@ -189,7 +189,7 @@ def test_fetch_downloads_the_audio(client: Client, worker: WorkerProcess, tmp_pa
 def test_a_job_given_a_loudness_is_stored_at_it(
     client: Client, worker: WorkerProcess, tmp_path: Path
 ) -> None:
-    from ttsfarm.loudness import integrated_loudness, true_peak
+    from ttsfarm.core.loudness import integrated_loudness, true_peak
 
     text = "Margaret and her brother opened a small bakery on the corner of Willow Street."
     job_id = client.submit(text, format="flac", loudness=-19.0)

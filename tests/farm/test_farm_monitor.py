@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from producer import Client, JobFailed
 from tests.farm.conftest import EXAMPLE, WorkerProcess, broken_voice, farm_env, wait_for
 from ttsfarm.cli import main
-from ttsfarm.errors import Cancelled, InvalidInput
+from ttsfarm.core.errors import Cancelled, InvalidInput
 
 AUTH = ("ops", "secret")
 

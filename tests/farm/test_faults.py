@@ -27,8 +27,8 @@ from tests.farm.conftest import (
     free_port,
     wait_for,
 )
+from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import MAX_RETRIES
-from ttsfarm.settings import Settings
 
 
 def stored(s3, key: str) -> bool:  # type: ignore[no-untyped-def]

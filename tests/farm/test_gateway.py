@@ -30,9 +30,9 @@ from tests.farm.conftest import (
     wait_for,
 )
 from ttsfarm.cli import main
+from ttsfarm.core.jobs import MAX_TEXT_CHARS, JobResult, audio_key
+from ttsfarm.core.loudness import integrated_loudness
 from ttsfarm.farm.registry import JobRegistry
-from ttsfarm.jobs import MAX_TEXT_CHARS, JobResult, audio_key
-from ttsfarm.loudness import integrated_loudness
 
 SENTENCE = "The gateway speaks through the farm."
 

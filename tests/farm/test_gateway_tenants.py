@@ -32,8 +32,8 @@ from gateway.quotas import Quotas
 from synthesis.text import split_sentences
 from tests.farm.conftest import BUCKET, REDIS_SERVER, WorkerProcess, farm_env, start_gateway, waiting
 from tests.helpers_audio import decoded, energy_db
+from ttsfarm.core.loudness import integrated_loudness
 from ttsfarm.farm.registry import KEY_PREFIX
-from ttsfarm.loudness import integrated_loudness
 
 SENTENCE = "Every key keeps its own jobs."
 LONG_INPUT = " ".join(["The farm reads this long passage aloud, one sentence after another."] * 55)

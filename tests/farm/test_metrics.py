@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from producer import Client, JobFailed
 from synthesis.gpus import nvml_index
 from tests.farm.conftest import WorkerProcess, broken_voice, farm_env, free_port
-from ttsfarm.errors import SettingsError
+from ttsfarm.core.errors import SettingsError
 from worker.metrics import JOB_SECONDS_BUCKETS
 
 

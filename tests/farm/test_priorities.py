@@ -12,9 +12,9 @@ import pytest
 from producer import Client
 from producer.specs import JobSpec
 from tests.farm.conftest import WorkerProcess, farm_env
-from ttsfarm.errors import InvalidInput
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import make_celery, queued_jobs
-from ttsfarm.settings import Settings
 
 
 def test_interactive_jobs_are_taken_before_bulk_ones(

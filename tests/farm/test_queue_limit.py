@@ -16,8 +16,8 @@ from producer import Client
 from producer.client import JobSpec
 from tests.conftest import emptied
 from tests.farm.conftest import REDIS_SERVER, farm_env, new_key, queue_lists, start_gateway, waiting
-from ttsfarm.errors import QueueFull
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import QueueFull
+from ttsfarm.core.settings import Settings
 
 URL = f"{REDIS_SERVER}/13"
 QUEUE = "ttsfarm"

@@ -16,8 +16,8 @@ import trustme
 
 from producer import Client
 from tests.farm.conftest import BUCKET, CREDENTIALS, PREFIX, WorkerProcess, farm_env, free_port, wait_for
-from ttsfarm.errors import BrokerUnavailable, SettingsError
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import BrokerUnavailable, SettingsError
+from ttsfarm.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from kombu.exceptions import EncodeError
 
 from producer import Client, JobSpec
 from tests.farm.conftest import free_port, waiting
-from ttsfarm.errors import BrokerUnavailable, InvalidInput, PermanentError
+from ttsfarm.core.errors import BrokerUnavailable, InvalidInput, PermanentError
+from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import TASK_NAME
 from ttsfarm.farm.registry import KEY_PREFIX
-from ttsfarm.settings import Settings
 
 
 @pytest.fixture

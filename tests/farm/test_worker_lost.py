@@ -13,7 +13,7 @@ import redis
 from producer import Client
 from synthesis.scratch import LOCK_SUFFIX, TEMP_PREFIX, job_folder
 from tests.farm.conftest import EXAMPLE, REDIS_SERVER, WorkerProcess, farm_env, wait_for
-from ttsfarm.settings import Settings
+from ttsfarm.core.settings import Settings
 
 LOST_REDIS_URL = f"{REDIS_SERVER}/12"  # own database: its short visibility timeout stays here
 VISIBILITY_SECONDS = "8"

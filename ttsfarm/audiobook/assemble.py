@@ -20,14 +20,14 @@ from ttsfarm.audiobook.chapters import ChapterPlan
 from ttsfarm.audiobook.export import BookTags, ChapterMark, join_book
 from ttsfarm.audiobook.manifest import MANIFEST_VERSION, ChapterEntry, Manifest, OutputFile
 from ttsfarm.audiobook.parts import Part
-from ttsfarm.captions import srt
-from ttsfarm.encoding import PIECE_CODECS
-from ttsfarm.errors import PermanentError
-from ttsfarm.files import slug, write_atomic, write_error
-from ttsfarm.finisher import CHAPTER_FORMAT
-from ttsfarm.finishing import PIECE_FORMATS, finishing_identity
-from ttsfarm.jobs import EncodedPiece, JobResult, SegmentTiming
-from ttsfarm.mastering import LIMITER_MARGIN_DB, PEAK_CEILING_DBTP
+from ttsfarm.core.captions import srt
+from ttsfarm.core.encoding import PIECE_CODECS
+from ttsfarm.core.errors import PermanentError
+from ttsfarm.core.files import slug, write_atomic, write_error
+from ttsfarm.core.finisher import CHAPTER_FORMAT
+from ttsfarm.core.finishing import PIECE_FORMATS, finishing_identity
+from ttsfarm.core.jobs import EncodedPiece, JobResult, SegmentTiming
+from ttsfarm.core.mastering import LIMITER_MARGIN_DB, PEAK_CEILING_DBTP
 
 log = logging.getLogger(__name__)
 

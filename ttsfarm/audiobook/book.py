@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ttsfarm.errors import InvalidInput
-from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.inputs import read_text_file
+from ttsfarm.core.jobs import SynthesisOptions
 
 TEXT_COLUMN: Final = "text"
 CHAPTER_COLUMN: Final = "chapter"

@@ -29,11 +29,11 @@ from ttsfarm.audiobook.manifest import MANIFEST_NAME, Manifest, is_intact, read_
 from ttsfarm.audiobook.part_cache import PARTS_FOLDER, PartCache
 from ttsfarm.audiobook.parts import PART_FORMAT, Part, book_parts
 from ttsfarm.audiobook.render import PartFailed, Renderer, VoiceLookup
-from ttsfarm.errors import InvalidInput, JobFailed, PermanentError
-from ttsfarm.inputs import check_writable
-from ttsfarm.jobs import JobRequest, JobResult
-from ttsfarm.mastering import TARGET_LUFS
-from ttsfarm.progress import BookProgress
+from ttsfarm.core.errors import InvalidInput, JobFailed, PermanentError
+from ttsfarm.core.inputs import check_writable
+from ttsfarm.core.jobs import JobRequest, JobResult
+from ttsfarm.core.mastering import TARGET_LUFS
+from ttsfarm.core.progress import BookProgress
 
 log = logging.getLogger(__name__)
 

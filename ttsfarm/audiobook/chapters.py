@@ -20,9 +20,9 @@ from typing import Final
 
 from ttsfarm.audiobook.book import Chapter
 from ttsfarm.audiobook.parts import Part
-from ttsfarm.files import FILE_MODE, UMASK, sha256_file, write_atomic
-from ttsfarm.finishing import FinishRequest, PartAudio, finishing_identity
-from ttsfarm.jobs import JobResult
+from ttsfarm.core.files import FILE_MODE, UMASK, sha256_file, write_atomic
+from ttsfarm.core.finishing import FinishRequest, PartAudio, finishing_identity
+from ttsfarm.core.jobs import JobResult
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from ebooklib import epub
 from ttsfarm.audiobook.book import Book, BookInfo, Chapter, Cover, Row, stem_title
 from ttsfarm.audiobook.html import Block, parse_html, soup_blocks
 from ttsfarm.audiobook.matter import is_left_out_type, is_title_page, titled_matter, typed_matter
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import SynthesisOptions
 
 COVER_TYPES: Final = {"image/jpeg": "image/jpeg", "image/jpg": "image/jpeg", "image/png": "image/png"}
 PART_PAGE_MAX_CHARS: Final = 400

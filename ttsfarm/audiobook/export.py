@@ -1,6 +1,6 @@
 """Whole-book files: subtitles (``.srt``) from segment times, and the ``.m4b`` with chapter
 markers plus the ``.mp3``, tagged and with the cover: the chapters' lossy pieces joined by
-stream copy (``ttsfarm.encoding`` made them to join without a gap), nothing encoded again.
+stream copy (``ttsfarm.core.encoding`` made them to join without a gap), nothing encoded again.
 
 The ``.m4b`` is the AAC pieces put into MP4 by ffmpeg (its sample tables need a muxer). The
 ``.mp3`` is its ID3 tag followed by the MP3 pieces, byte for byte: a stream of MP3 frames needs
@@ -39,11 +39,11 @@ from mutagen.id3 import (
     PictureType,
 )
 
-from ttsfarm.captions import srt as srt  # the book's subtitles, kept importable here
-from ttsfarm.captions import srt_time as srt_time
-from ttsfarm.encoding import PIECE_CODECS, run_ffmpeg
-from ttsfarm.errors import Cancelled
-from ttsfarm.files import atomic_target
+from ttsfarm.core.captions import srt as srt  # the book's subtitles, kept importable here
+from ttsfarm.core.captions import srt_time as srt_time
+from ttsfarm.core.encoding import PIECE_CODECS, run_ffmpeg
+from ttsfarm.core.errors import Cancelled
+from ttsfarm.core.files import atomic_target
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Final
 from bs4 import BeautifulSoup, Tag, XMLParsedAsHTMLWarning
 from bs4.element import Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
-from ttsfarm.breaks import LINE_BREAK
+from ttsfarm.core.breaks import LINE_BREAK
 
 HEADINGS: Final = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 BLOCK_TAGS: Final = frozenset(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 ALIASES: Final = {
     "eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it",

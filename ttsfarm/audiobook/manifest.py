@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ttsfarm.files import sha256_file, write_atomic
-from ttsfarm.jobs import SegmentTiming
+from ttsfarm.core.files import sha256_file, write_atomic
+from ttsfarm.core.jobs import SegmentTiming
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Final
 
 from ttsfarm.audiobook.parts import PART_FORMAT, Part
-from ttsfarm.files import FILE_MODE, UMASK, sha256_file, write_atomic
-from ttsfarm.jobs import JobResult
+from ttsfarm.core.files import FILE_MODE, UMASK, sha256_file, write_atomic
+from ttsfarm.core.jobs import JobResult
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from ttsfarm.audiobook.book import Book, Chapter, Row
-from ttsfarm.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE, split_paragraphs, split_sentences_roughly
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.breaks import PAUSE_PARAGRAPH, PAUSE_SENTENCE, split_paragraphs, split_sentences_roughly
+from ttsfarm.core.jobs import SynthesisOptions
 
 PART_MAX_CHARS: Final = 1_000
 """Longest part, in characters: about a minute of speech, so an interrupt loses at most that

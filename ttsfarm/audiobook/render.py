@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from ttsfarm.audiobook.part_cache import PartCache
 from ttsfarm.audiobook.parts import Part
-from ttsfarm.breaks import estimate_segments
-from ttsfarm.errors import PermanentError
-from ttsfarm.finisher import finish_chapter, memory_needed
-from ttsfarm.finishing import FinishRequest
-from ttsfarm.jobs import JobRequest, JobResult
-from ttsfarm.processes import HelperPool
+from ttsfarm.core.breaks import estimate_segments
+from ttsfarm.core.errors import PermanentError
+from ttsfarm.core.finisher import finish_chapter, memory_needed
+from ttsfarm.core.finishing import FinishRequest
+from ttsfarm.core.jobs import JobRequest, JobResult
+from ttsfarm.core.processes import HelperPool
+from ttsfarm.core.voices import Voice
 from ttsfarm.storage import LocalStorage
-from ttsfarm.voices import Voice
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Progress, Synthesizer
@@ -55,11 +55,11 @@ class Renderer(Protocol):
         ...
 
     def sample_rate(self, voice: str) -> int:
-        """The rate of ``voice`` (a :class:`~ttsfarm.errors.VoiceNotFound` if there is none)."""
+        """The rate of ``voice`` (a :class:`~ttsfarm.core.errors.VoiceNotFound` if there is none)."""
         ...
 
     def check(self, request: JobRequest) -> int:
-        """Raise a :class:`~ttsfarm.errors.PermanentError` if ``request`` cannot be spoken
+        """Raise a :class:`~ttsfarm.core.errors.PermanentError` if ``request`` cannot be spoken
         (unknown voice or speaker, nothing to say); else return how many segments it will
         have (an estimate will do: it only sizes the progress bar)."""
         ...
@@ -82,8 +82,8 @@ class Renderer(Protocol):
         ...
 
     def finish(self, request: FinishRequest, folder: Path, should_stop: Callable[[], bool]) -> JobResult:
-        """Finish one chapter (``ttsfarm.finisher``); the result's files are in ``folder``.
-        Stops (:class:`~ttsfarm.errors.Cancelled`) once ``should_stop()`` returns true."""
+        """Finish one chapter (``ttsfarm.core.finisher``); the result's files are in ``folder``.
+        Stops (:class:`~ttsfarm.core.errors.Cancelled`) once ``should_stop()`` returns true."""
         ...
 
 
@@ -93,7 +93,7 @@ class VoiceLookup(Protocol):
     voice does not speak): optional, as it says nothing about making audio."""
 
     def voice(self, name: str) -> Voice:
-        """The voice called ``name`` (a :class:`~ttsfarm.errors.VoiceNotFound` if there is none)."""
+        """The voice called ``name`` (a :class:`~ttsfarm.core.errors.VoiceNotFound` if there is none)."""
         ...
 
 

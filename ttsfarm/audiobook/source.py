@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Final
 
 from ttsfarm.audiobook.book import Book, BookInfo, Chapter, Cover, read_book
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import SynthesisOptions
 
 BOOK_EXTENSIONS: Final = (".csv", ".epub", ".txt", ".md", ".markdown")
 COVER_SIGNATURES: Final = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"))

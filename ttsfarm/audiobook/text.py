@@ -17,9 +17,9 @@ from markdown_it.token import Token
 
 from ttsfarm.audiobook.book import Book, Chapter, Row, stem_title
 from ttsfarm.audiobook.html import Block, Section, clean, html_blocks, sections, text_blocks
-from ttsfarm.errors import InvalidInput
-from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import SynthesisOptions
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.inputs import read_text_file
+from ttsfarm.core.jobs import SynthesisOptions
 
 _NUMBER: Final = (
     r"(?:\d+|(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"

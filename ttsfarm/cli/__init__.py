@@ -20,10 +20,10 @@ from ttsfarm.cli.book import audiobook
 from ttsfarm.cli.farm import cancel, fetch, status, submit, worker
 from ttsfarm.cli.gateway import keys, serve
 from ttsfarm.cli.synth import synth, voices
-from ttsfarm.env_file import stack_environment
-from ttsfarm.errors import TtsfarmError
-from ttsfarm.redact import redact
-from ttsfarm.settings import Settings
+from ttsfarm.core.env_file import stack_environment
+from ttsfarm.core.errors import TtsfarmError
+from ttsfarm.core.redact import redact
+from ttsfarm.core.settings import Settings
 
 
 class _Group(click.Group):

@@ -10,7 +10,7 @@ from typing import Final
 import click
 
 from ttsfarm.cli.options import deprecated, device_options, on_device, voice_option
-from ttsfarm.settings import Settings
+from ttsfarm.core.settings import Settings
 
 DEFAULT_CORPUS: Final = Path("benchmarks") / "corpus.txt"
 DEFAULT_CPU_SIZES: Final = "1,2,4"
@@ -66,7 +66,7 @@ def bench(
     from synthesis.build import engine_options
     from synthesis.engines import load_engine
     from ttsfarm.cli.sweep import corpus_items, format_table, short_latency, sweep, table_line
-    from ttsfarm.voices import resolve_voice
+    from ttsfarm.core.voices import resolve_voice
 
     path = text_path or DEFAULT_CORPUS
     if not path.is_file():

@@ -12,7 +12,7 @@ import click
 
 from ttsfarm.cli.common import options_from
 from ttsfarm.cli.options import loudness_option, renamed, target_lufs_alias, voice_options
-from ttsfarm.settings import Settings
+from ttsfarm.core.settings import Settings
 
 INTERRUPTED_STATUS: Final = 130
 """Exit status after Ctrl-C, as shells report a SIGINT."""
@@ -74,7 +74,7 @@ def audiobook(
     """
     from ttsfarm.audiobook.builder import build_audiobook, cached_so_far
     from ttsfarm.audiobook.source import chapter_lines, open_book, select_chapters, with_info
-    from ttsfarm.progress import BookProgress
+    from ttsfarm.core.progress import BookProgress
 
     defaults = options_from(voice, speaker, length_scale, settings)
     found = open_book(book_file, defaults, title, skip_empty)

@@ -11,10 +11,10 @@ from typing import Final
 
 import click
 
-from ttsfarm.errors import InvalidInput
-from ttsfarm.inputs import read_text_file
-from ttsfarm.jobs import JobResult, SynthesisOptions, check_text
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.inputs import read_text_file
+from ttsfarm.core.jobs import JobResult, SynthesisOptions, check_text
+from ttsfarm.core.settings import Settings
 
 _ESCAPED_BYTE: Final = re.compile("[\udc80-\udcff]")
 """How ``surrogateescape`` carries a byte that is not UTF-8 (0x80..0xFF) in a ``str``."""

@@ -26,9 +26,9 @@ from ttsfarm.cli.options import (
     text_file_option,
     voice_options,
 )
-from ttsfarm.errors import JobNotFound, SettingsError
-from ttsfarm.job_limits import DEFAULT_PRIORITY, PRIORITIES
-from ttsfarm.jobs import (
+from ttsfarm.core.errors import JobNotFound, SettingsError
+from ttsfarm.core.job_limits import DEFAULT_PRIORITY, PRIORITIES
+from ttsfarm.core.jobs import (
     JobRequest,
     JobResult,
     JobStatus,
@@ -37,8 +37,8 @@ from ttsfarm.jobs import (
     result_key,
     wait_until_done,
 )
-from ttsfarm.redact import redact
-from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.core.redact import redact
+from ttsfarm.core.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
     from producer.client import Client
@@ -110,7 +110,7 @@ def submit(
 
 def _run_here(settings: Settings, request: JobRequest) -> None:
     from synthesis.build import local_synthesizer
-    from ttsfarm.progress import ProgressBar
+    from ttsfarm.core.progress import ProgressBar
     from ttsfarm.storage import open_storage
 
     storage = open_storage(settings)
@@ -158,7 +158,7 @@ def _is_job_id(job_id: str) -> bool:
 
 
 def _follow(client: Client, job_id: str) -> None:
-    from ttsfarm.progress import ProgressBar
+    from ttsfarm.core.progress import ProgressBar
 
     def show(status: JobStatus) -> None:
         if status.segments_total:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from ttsfarm.cli.options import log_level_option
-from ttsfarm.errors import SettingsError
-from ttsfarm.job_limits import PRIORITIES
-from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.job_limits import PRIORITIES
+from ttsfarm.core.settings import NO_BROKER_MESSAGE, Settings
 
 if TYPE_CHECKING:
     from gateway.keys import KeyLimits, KeyStore

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from ttsfarm.cli.common import speed
-from ttsfarm.errors import Cancelled, InvalidInput, TtsfarmError, raise_if_cancelled
-from ttsfarm.files import atomic_target
-from ttsfarm.inputs import check_writable, read_text_file
-from ttsfarm.jobs import JobRequest, JobResult, SynthesisOptions
-from ttsfarm.settings import Settings
-from ttsfarm.voices import Voice, resolve_voice
+from ttsfarm.core.errors import Cancelled, InvalidInput, TtsfarmError, raise_if_cancelled
+from ttsfarm.core.files import atomic_target
+from ttsfarm.core.inputs import check_writable, read_text_file
+from ttsfarm.core.jobs import JobRequest, JobResult, SynthesisOptions
+from ttsfarm.core.settings import Settings
+from ttsfarm.core.voices import Voice, resolve_voice
 
 if TYPE_CHECKING:
     from synthesis.pipeline import Synthesizer
@@ -168,8 +168,8 @@ def speak_lines(
     segments share batches; what was made (in input order) and the lines that failed.
     ``on_line`` hears of each line as it ends. With ``fail_fast`` the first failure stops the
     lines still running or waiting: they make nothing."""
+    from ttsfarm.core.synth_file import Tags, title_from
     from ttsfarm.storage import LocalStorage
-    from ttsfarm.synth_file import Tags, title_from
 
     storage = LocalStorage(folder)
     stop = threading.Event()
@@ -252,7 +252,7 @@ def synth_lines(
     """``ttsfarm synth --lines``/``--jsonl``: read and check the lines, speak them, write the
     manifest, report; exit status 1 if any line failed."""
     from synthesis.build import local_synthesizer
-    from ttsfarm.progress import show, terminal_bar
+    from ttsfarm.core.progress import show, terminal_bar
 
     if str(folder) == "-" or folder.is_file():
         raise click.UsageError(f"with --lines or --jsonl, -o names a folder, not {str(folder)!r}")

@@ -14,9 +14,9 @@ import click
 from click.core import ParameterSource
 
 from ttsfarm.cli.common import utf8
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import AUDIO_FORMATS, DEFAULT_LOUDNESS, LOUDNESS_RANGE, check_loudness
-from ttsfarm.settings import Settings
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import AUDIO_FORMATS, DEFAULT_LOUDNESS, LOUDNESS_RANGE, check_loudness
+from ttsfarm.core.settings import Settings
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 

@@ -29,7 +29,7 @@ from synthesis.engine import EngineItem, Scales
 from synthesis.engines import VoiceEngine
 from synthesis.phonemes import Phonemizer
 from synthesis.text import DEFAULT_MAX_PHONEME_IDS, Segmenter
-from ttsfarm.voices import Voice
+from ttsfarm.core.voices import Voice
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from ttsfarm.cli.options import (
     text_file_option,
     voice_options,
 )
-from ttsfarm.inputs import check_writable, format_for
-from ttsfarm.jobs import JobRequest, check_format, check_sentence_silence
-from ttsfarm.settings import Settings
+from ttsfarm.core.inputs import check_writable, format_for
+from ttsfarm.core.jobs import JobRequest, check_format, check_sentence_silence
+from ttsfarm.core.settings import Settings
 
 if TYPE_CHECKING:
     from typing import BinaryIO
@@ -88,9 +88,9 @@ def synth(
     import time
 
     from synthesis.build import local_synthesizer
-    from ttsfarm.progress import ProgressBar
+    from ttsfarm.core.progress import ProgressBar
+    from ttsfarm.core.synth_file import Tags, title_from
     from ttsfarm.storage import LocalStorage
-    from ttsfarm.synth_file import Tags, title_from
 
     options = replace(
         options_from(voice, speaker, length_scale, settings), noise_scale=noise_scale, noise_w=noise_w
@@ -201,7 +201,7 @@ class StdoutStream:
         )
 
     def __call__(self, samples: np.ndarray) -> None:
-        from ttsfarm.pcm import open_wav_header, pcm16
+        from ttsfarm.core.pcm import open_wav_header, pcm16
 
         if self._encoded is not None:
             self._encoded.send(pcm16(samples))
@@ -236,7 +236,7 @@ class EncodedStdout:
     def __init__(self, codec: str, sample_rate: int, out: BinaryIO) -> None:
         import threading
 
-        from ttsfarm.transcoder import Transcoder, pcm_input
+        from ttsfarm.core.transcoder import Transcoder, pcm_input
 
         self.out = out
         self.written = 0
@@ -273,7 +273,7 @@ class EncodedStdout:
 @click.pass_obj
 def voices(settings: Settings) -> None:
     """List the voices known by name."""
-    from ttsfarm.voices import list_voices
+    from ttsfarm.core.voices import list_voices
 
     for voice in list_voices(settings.voices_dir):
         speakers = f"{voice.num_speakers} speakers" if voice.num_speakers > 1 else "1 speaker"

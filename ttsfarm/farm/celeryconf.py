@@ -25,15 +25,15 @@ from typing import Final
 from celery import Celery
 from kombu.exceptions import ChannelError, OperationalError
 
-from ttsfarm.errors import SettingsError
-from ttsfarm.settings import NO_BROKER_MESSAGE, Settings
+from ttsfarm.core.errors import SettingsError
+from ttsfarm.core.settings import NO_BROKER_MESSAGE, Settings
 
 TASK_NAME: Final = "ttsfarm.synthesize"
 FINISH_TASK_NAME: Final = "ttsfarm.finish"
-"""A book's chapter: its parts joined, mastered and encoded (``ttsfarm.finishing``)."""
+"""A book's chapter: its parts joined, mastered and encoded (``ttsfarm.core.finishing``)."""
 FINISH_QUEUE_SUFFIX: Final = ".finish"
 MESSAGE_PRIORITIES: Final = {"interactive": 0, "bulk": 6}
-"""The Celery message priority each job priority (``ttsfarm.job_limits.PRIORITIES``) is sent with:
+"""The Celery message priority each job priority (``ttsfarm.core.job_limits.PRIORITIES``) is sent with:
 on Redis the lower is taken first. A message sent without one (before priorities) counts as 0."""
 
 

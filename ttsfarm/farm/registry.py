@@ -15,10 +15,10 @@ from typing import Any, Final
 import numpy as np
 import redis
 
-from ttsfarm.errors import BrokerUnavailable, InvalidInput
-from ttsfarm.jobs import JobResult, JobStatus
-from ttsfarm.pcm import pcm16
-from ttsfarm.redact import redact
+from ttsfarm.core.errors import BrokerUnavailable, InvalidInput
+from ttsfarm.core.jobs import JobResult, JobStatus
+from ttsfarm.core.pcm import pcm16
+from ttsfarm.core.redact import redact
 
 RECORD_TTL_SECONDS: Final = 7 * 24 * 3600
 """Job records and idempotency keys are kept a week after their last change."""

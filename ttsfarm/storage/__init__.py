@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ttsfarm.files import sha256_file
-from ttsfarm.settings import Settings
+from ttsfarm.core.files import sha256_file
+from ttsfarm.core.settings import Settings
 from ttsfarm.storage.base import STREAM_CHUNK_BYTES, Storage, StoredObject, read_chunks
 from ttsfarm.storage.local import LocalStorage
 

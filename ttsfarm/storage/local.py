@@ -6,8 +6,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ttsfarm.errors import InvalidInput, JobNotFound, StorageRejected, TtsfarmError
-from ttsfarm.files import atomic_target, sha256_file, write_atomic, write_error
+from ttsfarm.core.errors import InvalidInput, JobNotFound, StorageRejected, TtsfarmError
+from ttsfarm.core.files import atomic_target, sha256_file, write_atomic, write_error
 from ttsfarm.storage.base import StoredObject, read_chunks
 
 

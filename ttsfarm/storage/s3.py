@@ -18,8 +18,8 @@ import boto3.exceptions
 import botocore.config
 import botocore.exceptions
 
-from ttsfarm.errors import InvalidInput, JobNotFound, StorageRejected, StorageUnavailable
-from ttsfarm.files import atomic_target, write_error
+from ttsfarm.core.errors import InvalidInput, JobNotFound, StorageRejected, StorageUnavailable
+from ttsfarm.core.files import atomic_target, write_error
 from ttsfarm.storage.base import STREAM_CHUNK_BYTES, StoredObject
 
 if TYPE_CHECKING:

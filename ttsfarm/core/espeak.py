@@ -20,7 +20,7 @@ def phonemize(espeak_voice: str, text: str) -> list[list[str]]:
     with _lock:
         if _phonemizer is None:
             # imported here: piper's package loads onnxruntime, which a producer that only
-            # judges the cost of a long text (ttsfarm.admission) should not pay for at import
+            # judges the cost of a long text (ttsfarm.core.admission) should not pay for at import
             from piper.phonemize_espeak import EspeakPhonemizer
 
             _phonemizer = EspeakPhonemizer()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numbers
 from typing import Final, Protocol
 
-from ttsfarm.errors import InvalidInput, UnsupportedFormat
+from ttsfarm.core.errors import InvalidInput, UnsupportedFormat
 
 MAX_TEXT_CHARS: Final = 200_000
 """Longest text one job accepts (about 3.5 hours of speech). Split longer works into
@@ -141,7 +141,7 @@ def check_loudness(value: object) -> float | None:
 
 def check_sentence_silence(value: object) -> float | None:
     """Return the seconds of silence after each sentence as a float (``None``: the pauses of
-    ``ttsfarm.breaks``), or raise :class:`InvalidInput`."""
+    ``ttsfarm.core.breaks``), or raise :class:`InvalidInput`."""
     if value is None:
         return None
     low, high = SENTENCE_SILENCE_RANGE
@@ -154,7 +154,7 @@ def check_sentence_silence(value: object) -> float | None:
 
 
 class VoiceChoice(Protocol):
-    """What :func:`check_options` reads of a job's options (``ttsfarm.jobs.SynthesisOptions``)."""
+    """What :func:`check_options` reads of a job's options (``ttsfarm.core.jobs.SynthesisOptions``)."""
 
     @property
     def voice(self) -> str: ...

@@ -1,6 +1,6 @@
 """Finish jobs: a chapter's parts in, the finished chapter out (mastered, and encoded in every
 form the book needs). The request travels as JSON, as a synthesis job's does; the work itself is
-``ttsfarm.finisher``, run in a helper process by whoever takes the job: a farm worker, or the
+``ttsfarm.core.finisher``, run in a helper process by whoever takes the job: a farm worker, or the
 audiobook command's own pool.
 """
 
@@ -12,14 +12,14 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import SegmentTiming, check_loudness
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import SegmentTiming, check_loudness
 
 HEAD_SILENCE: Final = 0.5
 """Seconds of silence before a chapter's first word."""
 TAIL_SILENCE: Final = 1.5
 """Least seconds of silence after its last word, so chapters do not run into each other; the
-chapter then ends on a whole frame of every lossy format (``ttsfarm.encoding``), up to 0.42 s
+chapter then ends on a whole frame of every lossy format (``ttsfarm.core.encoding``), up to 0.42 s
 later."""
 PIECE_FORMATS: Final = ("aac", "mp3")
 """The lossy pieces a book's chapters are encoded into: ``aac`` for the ``.m4b``, ``mp3`` for the
@@ -28,7 +28,7 @@ FINISH_VERSION: Final = 1
 """Part of every finish job's fingerprint: bump it when finishing makes different files."""
 FRAME_ALIGNMENT: Final = 9_216
 """Samples a chapter's length is a multiple of: the least common multiple of AAC's frame (1,024)
-and MP3's (1,152, or 576 below 32 kHz); 0.42 s at 22,050 Hz (``ttsfarm.encoding``)."""
+and MP3's (1,152, or 576 below 32 kHz); 0.42 s at 22,050 Hz (``ttsfarm.core.encoding``)."""
 BITRATE: Final = "64k"
 """Bitrate of the lossy pieces: plenty for one voice in mono."""
 

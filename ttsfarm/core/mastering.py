@@ -1,10 +1,10 @@
 """Loudness mastering: audio brought to one integrated loudness (ITU-R BS.1770 / EBU R128, as
-``ttsfarm.loudness`` measures it) with true peaks kept under a ceiling by a look-ahead limiter.
+``ttsfarm.core.loudness`` measures it) with true peaks kept under a ceiling by a look-ahead limiter.
 Pure functions on float arrays; no files here.
 
 The audio is measured once. Its block energies give the loudness at any gain without another
 pass, and only the stretches around its loudest samples are oversampled for true peaks
-(:data:`~ttsfarm.loudness.INTERSAMPLE_HEADROOM_DB`); the limiter's effect on each block is
+(:data:`~ttsfarm.core.loudness.INTERSAMPLE_HEADROOM_DB`); the limiter's effect on each block is
 estimated from those stretches. Only after hard limiting is the result measured again in full
 (:data:`ESTIMATE_TRUSTED_LU`). ``benchmarks/mastering_cost.py`` prints the CPU time per audio second."""
 
@@ -17,8 +17,8 @@ from typing import Final
 import numpy as np
 import soxr
 
-from ttsfarm.job_limits import DEFAULT_LOUDNESS
-from ttsfarm.loudness import (
+from ttsfarm.core.job_limits import DEFAULT_LOUDNESS
+from ttsfarm.core.loudness import (
     BLOCK_HOPS,
     INTERSAMPLE_HEADROOM_DB,
     STRETCH_MARGIN,

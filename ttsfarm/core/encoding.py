@@ -25,11 +25,11 @@ from typing import Final
 import imageio_ffmpeg
 import numpy as np
 
-from ttsfarm.errors import Cancelled, PermanentError
-from ttsfarm.files import atomic_target, sha256_file
-from ttsfarm.finishing import BITRATE, FRAME_ALIGNMENT
-from ttsfarm.jobs import EncodedPiece
-from ttsfarm.loudness import integrated_loudness, quick_true_peak
+from ttsfarm.core.errors import Cancelled, PermanentError
+from ttsfarm.core.files import atomic_target, sha256_file
+from ttsfarm.core.finishing import BITRATE, FRAME_ALIGNMENT
+from ttsfarm.core.jobs import EncodedPiece
+from ttsfarm.core.loudness import integrated_loudness, quick_true_peak
 
 log = logging.getLogger(__name__)
 

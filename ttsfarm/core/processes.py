@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Final, Literal, ParamSpec, TypeVar
 
-from ttsfarm.errors import TransientError, raise_if_cancelled
+from ttsfarm.core.errors import TransientError, raise_if_cancelled
 
 log = logging.getLogger(__name__)
 

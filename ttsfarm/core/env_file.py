@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from dotenv import dotenv_values
 
-from ttsfarm.errors import SettingsError
+from ttsfarm.core.errors import SettingsError
 
 PASSED_ON = ("TTSFARM_", "AWS_")
 

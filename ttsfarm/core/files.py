@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from ttsfarm.errors import InvalidInput, StorageUnavailable, TtsfarmError
+from ttsfarm.core.errors import InvalidInput, StorageUnavailable, TtsfarmError
 
 SLUG_MAX_CHARS: Final = 40
 FILE_MODE: Final = 0o666

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from ttsfarm.jobs import SegmentTiming
+from ttsfarm.core.jobs import SegmentTiming
 
 CAPTION_FORMATS: Final[dict[str, str]] = {
     "srt": "application/x-subrip",

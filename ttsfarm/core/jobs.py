@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final, Literal
 
-from ttsfarm.errors import Cancelled, JobFailed, JobNotFound, WaitTimeout
-from ttsfarm.job_limits import (
+from ttsfarm.core.errors import Cancelled, JobFailed, JobNotFound, WaitTimeout
+from ttsfarm.core.job_limits import (
     AUDIO_FORMATS,
     CONTENT_TYPES,
     DEFAULT_FORMAT,
@@ -39,9 +39,9 @@ from ttsfarm.job_limits import (
     check_unicode,
     is_number,
 )
-from ttsfarm.timings import SegmentTiming, WordTiming
+from ttsfarm.core.timings import SegmentTiming, WordTiming
 
-__all__ = [  # what a job accepts (``ttsfarm.job_limits``) is part of the job's API
+__all__ = [  # what a job accepts (``ttsfarm.core.job_limits``) is part of the job's API
     "AUDIO_FORMATS",
     "CONTENT_TYPES",
     "DEFAULT_FORMAT",
@@ -143,7 +143,7 @@ class JobRequest:
     LUFS, depending on the text)."""
     sentence_silence: float | None = None
     """Seconds of silence after each sentence, paragraph ends included (none after the last), as
-    piper's ``--sentence-silence``; ``None`` keeps the pauses of ``ttsfarm.breaks`` (0.3 s after a
+    piper's ``--sentence-silence``; ``None`` keeps the pauses of ``ttsfarm.core.breaks`` (0.3 s after a
     sentence, 0.6 s after a paragraph)."""
 
     stream: bool = False
@@ -215,7 +215,7 @@ class JobRequest:
 @dataclass(frozen=True)
 class EncodedPiece:
     """A finished chapter in one lossy format, made to be joined with its neighbours by stream
-    copy (``ttsfarm.encoding``)."""
+    copy (``ttsfarm.core.encoding``)."""
 
     codec: str
     location: str

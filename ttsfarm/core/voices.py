@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ttsfarm.errors import VoiceNotFound, VoiceUnusable
+from ttsfarm.core.errors import VoiceNotFound, VoiceUnusable
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ttsfarm.errors import InvalidInput
-from ttsfarm.jobs import check_format
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.jobs import check_format
 
 
 def read_text_file(path: str) -> str:

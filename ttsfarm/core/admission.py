@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ttsfarm.errors import InvalidInput
-from ttsfarm.espeak import phonemize
-from ttsfarm.voices import Voice
+from ttsfarm.core.errors import InvalidInput
+from ttsfarm.core.espeak import phonemize
+from ttsfarm.core.voices import Voice
 
 SECONDS_PER_PHONEME: Final = 0.06
 """Speech per phoneme at a length scale of 1, pauses included. The joe voice made 0.049 to

@@ -21,8 +21,8 @@ from typing import IO, Final
 
 import imageio_ffmpeg
 
-from ttsfarm.errors import PermanentError
-from ttsfarm.finishing import BITRATE
+from ttsfarm.core.errors import PermanentError
+from ttsfarm.core.finishing import BITRATE
 
 log = logging.getLogger(__name__)
 

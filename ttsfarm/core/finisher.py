@@ -1,5 +1,5 @@
-"""The work of a finish job (``ttsfarm.finishing``): a chapter's part files in, the finished
-chapter's files out. It runs in a helper process (``ttsfarm.processes``), so that mastering never
+"""The work of a finish job (``ttsfarm.core.finishing``): a chapter's part files in, the finished
+chapter's files out. It runs in a helper process (``ttsfarm.core.processes``), so that mastering never
 holds the interpreter of a process that feeds a GPU; its two lossy encoders run at once, as
 ffmpeg processes of their own.
 
@@ -20,12 +20,12 @@ from typing import Final
 import numpy as np
 import soundfile as sf
 
-from ttsfarm.encoding import PIECE_CODECS, PieceCodec, aligned_length, encode_piece
-from ttsfarm.errors import Cancelled, InvalidInput, PermanentError
-from ttsfarm.files import sha256_file
-from ttsfarm.finishing import HEAD_SILENCE, TAIL_SILENCE, FinishRequest
-from ttsfarm.jobs import EncodedPiece, JobResult, SegmentTiming
-from ttsfarm.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after, limit, master, resample
+from ttsfarm.core.encoding import PIECE_CODECS, PieceCodec, aligned_length, encode_piece
+from ttsfarm.core.errors import Cancelled, InvalidInput, PermanentError
+from ttsfarm.core.files import sha256_file
+from ttsfarm.core.finishing import HEAD_SILENCE, TAIL_SILENCE, FinishRequest
+from ttsfarm.core.jobs import EncodedPiece, JobResult, SegmentTiming
+from ttsfarm.core.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after, limit, master, resample
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Final
 import numpy as np
 import soundfile as sf
 
-from ttsfarm.errors import PermanentError, raise_if_cancelled
-from ttsfarm.files import atomic_target
-from ttsfarm.jobs import AUDIO_FORMATS, SegmentTiming
+from ttsfarm.core.errors import PermanentError, raise_if_cancelled
+from ttsfarm.core.files import atomic_target
+from ttsfarm.core.jobs import AUDIO_FORMATS, SegmentTiming
 
 BLOCK_SECONDS: Final = 600.0
 """Longest stretch mastered at once (it is held in memory 4x oversampled for the peaks)."""
@@ -71,13 +71,13 @@ def finish(
     LUFS (``None`` keeps the voice's own level) in blocks cut between ``segments``
     (:func:`block_lengths`), tagged unless ``tags`` is ``None``. ``should_stop`` is asked
     between blocks (a block of ten minutes takes about a second): :class:`Cancelled` then, and
-    ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.processes``).
+    ``target`` is not written. Runs in a helper process on a worker (``ttsfarm.core.processes``).
 
     A lossy encoder moves the peaks it is given: a normalised mp3 or ogg is mastered under a
     lower ceiling (:data:`LOSSY_HEADROOM_DB`), decoded and measured, and written again lower
     still while its true peak is over the promised ceiling, by the rule the book's pieces follow
-    (:func:`ttsfarm.mastering.headroom_after`)."""
-    from ttsfarm.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after
+    (:func:`ttsfarm.core.mastering.headroom_after`)."""
+    from ttsfarm.core.mastering import PEAK_CEILING_DBTP, PEAK_FIX_PASSES, headroom_after
 
     headroom = LOSSY_HEADROOM_DB.get(audio_format, 0.0)
     for _ in range(PEAK_FIX_PASSES):
@@ -110,7 +110,7 @@ def _write(
 ) -> None:
     container, subtype = AUDIO_FORMATS[audio_format]
     if loudness is not None:
-        from ttsfarm.mastering import master
+        from ttsfarm.core.mastering import master
     with sf.SoundFile(spoken) as source, atomic_target(target) as temp:
         rate = source.samplerate
         with sf.SoundFile(temp, "w", rate, 1, format=container, subtype=subtype) as handle:
@@ -125,7 +125,7 @@ def _write(
 def decoded_true_peak(path: Path, block_seconds: float = 60.0) -> float:
     """The true peak (dBTP) of an encoded file as a player decodes it, read in blocks (memory stays
     bounded); each block's edges are read with the filter's reach around them."""
-    from ttsfarm.loudness import TRUE_PEAK_REACH, quick_true_peak
+    from ttsfarm.core.loudness import TRUE_PEAK_REACH, quick_true_peak
 
     peak = -math.inf
     with sf.SoundFile(path) as decoded:

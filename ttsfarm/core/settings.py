@@ -5,7 +5,7 @@ The config file is ``$TTSFARM_CONFIG`` if set, else ``configs/ttsfarm.toml`` in 
 folder if it exists. :meth:`Settings.load` is called at the edges only (a ``ttsfarm`` command,
 ``celery -A worker.app``, the gateway's app factory, ``Client.from_env``); every value is
 checked when a :class:`Settings` is made, so a bad one stops the start with a
-:class:`~ttsfarm.errors.SettingsError`. Everything below takes the object or plain arguments.
+:class:`~ttsfarm.core.errors.SettingsError`. Everything below takes the object or plain arguments.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from ttsfarm.errors import SettingsError
+from ttsfarm.core.errors import SettingsError
 
 ENV_PREFIX: Final = "TTSFARM_"
 DEFAULT_CONFIG_PATH: Final = Path("configs") / "ttsfarm.toml"
@@ -55,13 +55,13 @@ class Settings:
     queue: str = "ttsfarm"
     """The Celery queue jobs go to (books' chapters go to ``QUEUE.finish``)."""
     max_queued_jobs: int = 10_000
-    """Submits are refused (:class:`~ttsfarm.errors.QueueFull`) while the queue holds this many
+    """Submits are refused (:class:`~ttsfarm.core.errors.QueueFull`) while the queue holds this many
     jobs; 0 means no limit. Each queued job keeps its whole text in Redis (at most 200,000
     characters, about 200 KB): 10,000 of the longest are about 2 GB, which a Redis sized for the
     farm holds, and a producer stuck in a loop is stopped long before Redis runs out of memory
     and takes the workers' queue down with it."""
     max_job_audio_seconds: float = 4 * 3600
-    """Jobs estimated to make more audio than this are refused at submit (``ttsfarm.admission``,
+    """Jobs estimated to make more audio than this are refused at submit (``ttsfarm.core.admission``,
     from their phonemes), saying so; 0 means no limit. 200,000 characters of prose make about
     3.4 hours."""
     max_job_temp_mb: int = 1_500
