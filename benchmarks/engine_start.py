@@ -26,11 +26,13 @@ import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import importlib  # noqa: E402
 import importlib.util  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,11 +65,13 @@ def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | st
     settings = Settings.load().with_options(provider="cpu" if cpu else "cuda")
     policy = BatchPolicy.for_settings(settings, on_gpu=not cpu)
     batch = 2 if cpu else policy.max_batch
-    options = engine_options(settings, batch)
-    engine = load_engine(resolve_voice(settings.voice), options, settings.engine, batch)
+    options = engine_options(settings, batch)  # then as synthesis.build gives it to a worker
+    options = replace(options, give_back_memory=True, concurrent_runs=policy.concurrent_runs, warmup=not cpu)
+    engine = load_engine(resolve_voice(settings.voice, settings.voices_dir), options, settings.engine, batch)
     loaded = time.perf_counter()
     built_at_load, build_s_at_load = engine.sessions_built, engine.session_seconds
-    at_once = {} if builds_at_once is None or cpu else {"builds_at_once": builds_at_once}  # CPU: no buckets
+    takes = "builds_at_once" in inspect.signature(engine.prepare).parameters  # the staged engine's
+    at_once = {"builds_at_once": builds_at_once} if builds_at_once is not None and takes else {}
     engine.prepare([batch], max_ids=64 if cpu else 400, **at_once)
     prepared = time.perf_counter()
     return {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import resource
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def module_at(ref: str, folder: Path) -> ModuleType:
             break
     shown.check_returncode()
     source = shown.stdout
+    if place == "ttsfarm/mastering.py":  # its imports of the core, where the core is now
+        source = re.sub(r"\bttsfarm\.(?!core\b)", "ttsfarm.core.", source)
     path = folder / "mastering_then.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("mastering_then", path)

@@ -185,20 +185,16 @@ class Engine(EngineBasics):
         log.info("voice %s loaded on %s (%s)", voice.name, self.provider, self.precision)
         self._warm_up()
 
-    def wait_for_full_speed(self) -> None:
-        """Wait for a CPU engine's full session, if its build has started
-        (``synthesis.plain_session``): benchmarks that time runs call this first."""
-        if self._plain_sessions is not None:
-            self._plain_sessions.wait()
-
     def padded_shape(self, lengths: Sequence[int], length_scale: float) -> tuple[int, int]:
         """Rows and phoneme ids a batch of these item lengths is computed as."""
         bucket = self._bucket(len(lengths), max(lengths), length_scale)
         return (bucket.rows, bucket.ids) if bucket else (len(lengths), max(lengths))
 
     def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
-        """Build the bucket sessions for these batch sizes ahead of use; returns how many ran."""
+        """Build the sessions for these batch sizes ahead of use (without buckets, the full
+        session, not the starter: what benchmarks time); returns how many runs it took."""
         if not self.buckets:
+            self._plain().full()
             return 0
         scales = self.default_scales()
         return sum(self._run_fillers(rows, max_ids, scales) for rows in sorted(set(batch_sizes)))
@@ -245,7 +241,9 @@ class Engine(EngineBasics):
                 except Exception as error:  # onnx raises its own untyped errors
                     reason = str(error).strip()[-300:]
                     raise ValueError(f"onnx cannot read {self.voice.model_path}: {reason}") from None
-                sessions = PlainSessions(partial(self._plain_session, model), f"voice {self.voice.name}")
+                quick_start = not wants_cuda(self.options.provider) and not self.options.profile_prefix
+                name = f"voice {self.voice.name}"
+                sessions = PlainSessions(partial(self._plain_session, model), name, quick_start)
                 first = sessions.current()
                 check_piper_interface(first, str(self.voice.model_path))
                 self._plain_durations = only_other_output(first)

@@ -9,19 +9,17 @@ MiB once glibc was asked to give the free memory back (docs/decisions/0041-sessi
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
 
 
 def give_back_free_heap() -> bool:
-    """Ask glibc to return its arenas' free memory to the system (``malloc_trim``); false where
-    the C library is not glibc."""
-    name = ctypes.util.find_library("c")
+    """Ask glibc to return its arenas' free memory to the system (``malloc_trim``, looked up
+    among the symbols the process has loaded); false where the C library is not glibc."""
     try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
         trim = None
     if trim is None:
         log.debug("no malloc_trim in this C library: the heap keeps its free memory")

@@ -25,11 +25,13 @@ SessionMaker = Callable[[bool], ort.InferenceSession]
 
 
 class PlainSessions:
-    """The starter session until the full one is built, then the full one."""
+    """The starter session until the full one is built, then the full one; with ``quick_start``
+    false (on a GPU, or when profiling), the full one from the start."""
 
-    def __init__(self, make: SessionMaker, name: str) -> None:
+    def __init__(self, make: SessionMaker, name: str, quick_start: bool = True) -> None:
         self._make = make
         self._name = name
+        self._quick_start = quick_start
         self._full: ort.InferenceSession | None = None
         self._starter: ort.InferenceSession | None = None
         self._starter_runs = 0
@@ -62,9 +64,19 @@ class PlainSessions:
             return starter
 
     def wait(self) -> None:
-        """Wait for a full build that has started (tests, and benchmarks that time runs)."""
+        """Wait for a full build that has started."""
         if self._builder is not None:
             self._builder.join()
+
+    def full(self) -> ort.InferenceSession:
+        """The full session, built now (in this thread) if it is not there yet: for benchmarks
+        that time runs, through ``Engine.prepare``."""
+        self.wait()
+        with self._lock:
+            if self._full is None:
+                self._full = self._make(False)
+                self._starter = None
+            return self._full
 
     def alive(self) -> list[ort.InferenceSession]:
         """The sessions built and not yet dropped."""
@@ -72,6 +84,9 @@ class PlainSessions:
             return [session for session in (self._starter, self._full) if session is not None]
 
     def _starter_locked(self) -> ort.InferenceSession:
+        if not self._quick_start:
+            self._full = self._full or self._make(False)
+            return self._full
         if self._starter is None:
             self._starter = self._make(True)
         return self._starter

@@ -74,6 +74,25 @@ def test_a_second_run_builds_the_full_session_which_then_takes_over() -> None:
     assert maker.built == ["starter", "full"]
 
 
+def test_without_a_quick_start_the_full_session_is_the_only_one() -> None:
+    """On a GPU, or when profiling: no starter, so nothing is timed or profiled on it."""
+    maker = Maker()
+    sessions = PlainSessions(maker, "tiny", quick_start=False)
+    assert reuses_memory(sessions.current()) and reuses_memory(sessions.for_run())
+    assert reuses_memory(sessions.for_run())
+    sessions.wait()
+    assert maker.built == ["full"]
+
+
+def test_full_builds_the_full_session_at_once_for_benchmarks() -> None:
+    maker = Maker()
+    sessions = PlainSessions(maker, "tiny")
+    sessions.for_run()
+    assert reuses_memory(sessions.full())
+    assert reuses_memory(sessions.for_run()) and sessions.alive() == [sessions.full()]
+    assert maker.built == ["starter", "full"]
+
+
 def test_a_full_build_that_fails_leaves_the_starter_speaking(caplog: pytest.LogCaptureFixture) -> None:
     sessions = PlainSessions(Maker(full_fails=True), "tiny")
     sessions.for_run()
@@ -90,7 +109,7 @@ def test_the_starter_and_the_full_session_speak_the_same(voice: Voice, phonemize
     engine = Engine.load(voice, EngineOptions(provider="cpu", warmup=False))
     items = [EngineItem(phonemizer.ids(sentence)) for sentence in SENTENCES]
     first = [engine.speak([item], DETERMINISTIC)[0] for item in items]  # the 2nd starts the build
-    engine.wait_for_full_speed()
+    engine.prepare([1])  # the full session, waited for
     again = [engine.speak([item], DETERMINISTIC)[0] for item in items]
     for starter, full in zip(first, again, strict=True):
         assert starter.frames is not None and full.frames is not None

@@ -216,9 +216,10 @@ def sweep(
 
 
 def short_latency(engine: VoiceEngine, runs: int, scales: Scales | None = None) -> Timing:
-    """Batch-1 latency of :data:`SHORT_SENTENCE` (after one untimed run)."""
+    """Batch-1 latency of :data:`SHORT_SENTENCE` (sessions prepared, after one untimed run)."""
     scales = scales or engine.default_scales()
     item = EngineItem(Phonemizer(engine.voice).ids(SHORT_SENTENCE))
+    engine.prepare([1])
     engine.run([item], scales)
     return time_batches(engine, [[item]] * runs, scales)
 
