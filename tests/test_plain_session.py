@@ -107,9 +107,11 @@ def test_the_starter_and_the_full_session_speak_the_same(voice: Voice, phonemize
     """Same lengths to the sample, and the same audio within float rounding (the full graph is
     optimized, the starter's is not)."""
     engine = Engine.load(voice, EngineOptions(provider="cpu", warmup=False))
+    assert engine.sessions_built == 1  # the starter only
     items = [EngineItem(phonemizer.ids(sentence)) for sentence in SENTENCES]
     first = [engine.speak([item], DETERMINISTIC)[0] for item in items]  # the 2nd starts the build
     engine.prepare([1])  # the full session, waited for
+    assert engine.sessions_built == 2
     again = [engine.speak([item], DETERMINISTIC)[0] for item in items]
     for starter, full in zip(first, again, strict=True):
         assert starter.frames is not None and full.frames is not None
