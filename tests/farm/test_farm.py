@@ -55,8 +55,8 @@ SENTENCES = split_sentences(EXAMPLE.replace("\n", " "))
 
 
 def mixed_texts(count: int) -> list[str]:
-    """Short, medium and long texts, from one sentence up to a paragraph."""
-    return [" ".join(SENTENCES[n % 10 : n % 10 + 1 + (n % 4) * 2]) for n in range(count)]
+    """Short and longer texts: one, two or three sentences."""
+    return [" ".join(SENTENCES[n % 10 : n % 10 + 1 + n % 3]) for n in range(count)]
 
 
 def farm_stats(client: Client) -> dict[str, float]:
