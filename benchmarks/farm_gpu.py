@@ -293,8 +293,9 @@ def measure(
         redis.Redis(port=port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
     log_tail = (folder / f"worker-{label}-0.log").read_text(errors="replace").splitlines()
-    engine_lines = [line for line in log_tail if "loaded on" in line or "engine ready" in line]
-    return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-3:]}
+    marks = ("loaded on", "engine ready", "prepared in")
+    engine_lines = [line for line in log_tail if any(mark in line for mark in marks)]
+    return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-4:]}
 
 
 def main() -> None:
@@ -341,16 +342,19 @@ def main() -> None:
                 (args.out / "farm.json").write_text(json.dumps(results, indent=1))
     finally:
         server.terminate()
-    columns = "ready s | jobs | audio s | wall s | stored audio s/s | jobs running | mean batch"
+    columns = "ready s | first round: stored audio s/s, done s after start"
+    columns += " | jobs | audio s | wall s | stored audio s/s | jobs running | mean batch"
     columns += " | engine / runners busy | cores"
     columns += f" (worker / text) | peak RSS / machine's GPU MiB | ms per batch: {' / '.join(STAGE_COLUMNS)}"
     print(f"| variant | {columns} |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, found in results.items():
-        timed = found.get("timed", {})
+        timed, warm = found.get("timed", {}), found.get("warmup", {})
+        first_done = round(found["ready_s"] + warm["wall_s"], 1) if warm.get("wall_s") else None
         ms = timed.get("ms_per_batch", {})
         print(
-            f"| {kind} | {found.get('ready_s')} | {timed.get('succeeded')}/{timed.get('jobs')} | "
+            f"| {kind} | {found.get('ready_s')} | {warm.get('stored_audio_per_s')}, {first_done} | "
+            f"{timed.get('succeeded')}/{timed.get('jobs')} | "
             f"{timed.get('audio_s')} | {timed.get('wall_s')} | {timed.get('stored_audio_per_s')} | "
             f"{timed.get('jobs_running')} | "
             f"{timed.get('mean_batch')} | {timed.get('engine_busy')} / {timed.get('runners_busy')} | "

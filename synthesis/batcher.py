@@ -163,7 +163,7 @@ class Batcher:
         return future
 
     def close(self) -> None:
-        """Stop the runner threads; whatever still waits fails."""
+        """Stop the runner threads and the engines' background work; whatever still waits fails."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -172,6 +172,8 @@ class Batcher:
         for pending in self._pending:
             pending.future.cancel()
         self._pending.clear()
+        for engine in self.engines.values():
+            engine.close()  # its preparation, if still going
 
     def _loop(self) -> None:
         while True:

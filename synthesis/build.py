@@ -16,6 +16,7 @@ CPU all three stay at their simplest (one runner, one run, the job's own thread)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -142,9 +143,14 @@ def engine_options(settings: Settings, max_batch: int | None = None) -> EngineOp
     )
 
 
-def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesizer:
+def build_synthesizer(
+    settings: Settings, long_running: bool = True, prepare_after: threading.Event | None = None
+) -> Synthesizer:
     """The synthesizer for ``settings``; a ``long_running`` one (a worker) keeps its memory at
-    what its current batches need, a one-off command's is left at its peak, which is faster."""
+    what its current batches need, a one-off command's is left at its peak, which is faster.
+    With ``settings.prewarm``, each engine on a GPU is prepared in the background, from its load
+    or, with ``prepare_after``, once that is set (a worker: once it takes jobs, so that the
+    builds do not slow its start)."""
     on_gpu = wants_cuda(settings.provider)
     policy = BatchPolicy.for_settings(settings, on_gpu)
     options = replace(engine_options(settings, policy.max_batch), give_back_memory=long_running)
@@ -155,8 +161,8 @@ def build_synthesizer(settings: Settings, long_running: bool = True) -> Synthesi
 
     def load_voice_engine(voice: Voice) -> VoiceEngine:
         engine = load_engine(voice, options, kind, policy.max_batch)
-        if settings.prewarm and engine.on_gpu:
-            engine.prepare([policy.max_batch])
+        if settings.prewarm and engine.on_gpu:  # jobs run meanwhile (synthesis.background)
+            engine.prepare_later([policy.max_batch], after=prepare_after)
         return engine
 
     batcher = Batcher(

@@ -4,6 +4,7 @@
   Those graphs share one arena: a replay writes to the addresses it was captured with, so no two
   may run at once, and nothing else may allocate from that arena (weights live outside it);
 - the pool of host buffers that audio is copied into (``synthesis.host_buffers``);
+- the gate that lets batches run side by side and a graph capture alone (``synthesis.run_gate``);
 - which kind of engine shares the device's one registered CUDA arena (:data:`ArenaUser`).
 
 ``device(None)`` is the CPU: no lane, plain host buffers, no arena.
@@ -19,6 +20,7 @@ from typing import Literal
 import onnxruntime as ort
 
 from synthesis.host_buffers import HostBuffers
+from synthesis.run_gate import RunGate
 from synthesis.sessions import CUDA
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ class Device:
         self.device_id = device_id
         self.host = HostBuffers(device_id)
         """Host memory for audio copied off this device: page-locked on CUDA, reused."""
+        self.gate = RunGate()
+        """Batches on this device share it; a graph capture takes it alone."""
         self._lane: ThreadPoolExecutor | None = None
         self._arena_user: ArenaUser | None = None
         self._lock = threading.Lock()

@@ -23,6 +23,7 @@ from functools import partial
 import numpy as np
 import onnxruntime as ort
 
+from synthesis.background import Background
 from synthesis.buckets import FRAME_STEP, ID_BUCKETS, MIN_FRAMES_INPUT, Bucket, bucket_for
 from synthesis.devices import device
 from synthesis.durations_model import durations_model
@@ -133,6 +134,7 @@ class Engine(EngineBasics):
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
         self.builds = SessionBuilds()
+        self.background = Background(f"ttsfarm-prepare-{voice.name}")
         self.frame_overflows = 0
         """Batches whose longest item needed more frames than its bucket reserved."""
         self.last_bucket: Bucket | None = None

@@ -3,14 +3,17 @@ every engine takes once loaded (warm-up, fillers, a batch too large run in halve
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import onnxruntime as ort
 
+from synthesis.background import Background
 from synthesis.buckets import ID_BUCKETS
 from synthesis.items import EngineItem, Scales, Spoken, filler_ids, voice_scales, warmup_ids
 from synthesis.session_cache import SessionBuilds
@@ -28,6 +31,9 @@ DEFAULT_MAX_SESSIONS: Final = 64
 NO_FP16_PLAN_MARKERS: Final = ("HEURISTIC_QUERY_FAILED", "CUDNN_FE failure")
 """How cuDNN says it has no plan for a convolution's shapes in fp16 (seen on an H200 for one
 dilated convolution at 1 to 4 rows): that bucket then runs fp32. Any other error is raised."""
+
+AFTER_CHECK_SECONDS: Final = 0.5
+"""How often a preparation waiting to begin looks whether its engine was closed meanwhile."""
 
 PIPER_INPUTS: Final = frozenset({"input", "input_lengths", "scales"})
 PIPER_OUTPUT: Final = "output"
@@ -118,6 +124,8 @@ class EngineBasics:
     provider: str
     warmup_seconds: float
     builds: SessionBuilds
+    background: Background
+    """The engine's own thread for work done while its batches run."""
 
     @property
     def sessions_built(self) -> int:
@@ -148,6 +156,29 @@ class EngineBasics:
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         """Synthesize a batch: each item's audio and the frames each of its phoneme ids got."""
         raise NotImplementedError
+
+    def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
+        """Build the sessions for these batch sizes ahead of use; returns the runs it took."""
+        raise NotImplementedError
+
+    def prepare_later(
+        self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1], after: threading.Event | None = None
+    ) -> Future[int | None]:
+        """:meth:`prepare` in the engine's background thread (``synthesis.background``), once
+        ``after`` is set, if given; return at once. Batches run meanwhile, and the first to need
+        a session builds it."""
+
+        def prepare() -> int:
+            while after is not None and not after.wait(AFTER_CHECK_SECONDS):
+                if not self.background.open:  # closed before it began
+                    return 0
+            return self.prepare(batch_sizes, max_ids) if self.background.open else 0
+
+        return self.background.submit(prepare, f"the preparation of voice {self.voice.name}")
+
+    def close(self) -> None:
+        """Stop the work done in the background (its step under way ends first); batches still run."""
+        self.background.close()
 
     def run(self, items: Sequence[EngineItem], scales: Scales) -> list[np.ndarray]:
         """Synthesize a batch; one float32 waveform per item (:meth:`speak` without the frames)."""

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Any, Final
@@ -34,6 +35,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from synthesis.background import Background
 from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, row_bucket
 from synthesis.conv_bias import with_biases_apart
 from synthesis.devices import device
@@ -94,6 +96,7 @@ class StagedEngine(EngineBasics):
         self.precision: Precision = "fp16" if use_cuda and options.precision != "fp32" else "fp32"
         self.buckets = use_cuda if options.shape_buckets is None else options.shape_buckets
         self.builds = SessionBuilds()
+        self.background = Background(f"ttsfarm-prepare-{voice.name}")
         self.timer = StageTimer()
         self.frame_overflows = 0
         """Batches that needed more frames than ``options.max_batch_frames`` allows, and ran in halves."""
@@ -178,6 +181,7 @@ class StagedEngine(EngineBasics):
             copier=copier,
             builds=self.builds,
             timer=self.timer,
+            ask_capture=self._ask_capture,
         )
 
     @property
@@ -199,10 +203,12 @@ class StagedEngine(EngineBasics):
         return key if key else (len(lengths), max(lengths))
 
     def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
-        """Build the front sessions and capture the waveform graphs for these batch sizes;
-        call it before any batch runs. Up to :data:`BUILDS_AT_ONCE` sessions are built side by side,
-        in threads (a build spends most of its second outside the GIL); the runs and the
-        captures follow, one at a time."""
+        """Build the front sessions and capture the waveform graphs for these batch sizes, in
+        this thread; returns the runs it took. Up to :data:`BUILDS_AT_ONCE` sessions are built
+        side by side, in threads (a build spends most of its second outside the GIL); the filler
+        runs and the captures follow, one at a time. Batches may run meanwhile
+        (:meth:`~synthesis.engine_base.EngineBasics.prepare_later`). It stops between steps once
+        the engine is closed."""
         waveform = self.waveform
         if waveform is None:
             return 0
@@ -220,10 +226,16 @@ class StagedEngine(EngineBasics):
             for future in [pool.submit(build) for build in builds]:
                 future.result()
         built = time.perf_counter()
-        done = sum(self._run_fillers(rows, max_ids, scales) for rows in row_sizes)
+        done = 0
+        for rows in row_sizes:
+            if not self.background.open:
+                return self._stopped(done)
+            done += self._run_fillers(rows, max_ids, scales)
         filled = time.perf_counter()
         for rows in row_sizes:
             for frames in frame_sizes:
+                if not self.background.open:
+                    return self._stopped(done)
                 waveform.capture(rows, frames)
                 done += 1
         give_back_free_heap()  # the builds' scratch, left in their threads' arenas
@@ -240,6 +252,18 @@ class StagedEngine(EngineBasics):
             time.perf_counter() - filled,
         )
         return done
+
+    def _stopped(self, done: int) -> int:
+        log.info("voice %s: preparation stopped after %d runs: the engine is closed", self.voice.name, done)
+        return done
+
+    def _ask_capture(self, rows: int, frames: int) -> None:
+        """A batch ran the ``(rows, frames)`` slot before its graph was captured: capture it in
+        the background (after the preparation, if that is still going)."""
+        waveform = self.waveform
+        if waveform is not None:
+            work = partial(waveform.capture, rows, frames)
+            self.background.ask((rows, frames), work, f"the capture of {rows} x {frames} frames")
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         """Synthesize a batch: each item's audio, ``sum(durations) * hop`` long, and its durations."""
@@ -271,16 +295,18 @@ class StagedEngine(EngineBasics):
         self, items: Sequence[EngineItem], scales: Scales
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The batch's audio on the host, each item's samples and the durations; ``None`` if the
-        batch needs more frames than a run may take."""
-        with self._run_slots:
-            started = time.perf_counter()
-            front = self.front.run(items, scales)
-            self.timer.spent(front=time.perf_counter() - started)
-        planned = self.plan(front, len(items))
-        if planned is None:
-            return None
-        plan, samples = planned
-        return self.waveform_audio(front, plan, scales.noise_scale), samples, front.durations
+        batch needs more frames than a run may take. With buckets the batch holds the device's
+        gate (``synthesis.run_gate``) from its front to its copy: no capture runs meanwhile."""
+        with self.waveform.device.gate.batch() if self.waveform else nullcontext():
+            with self._run_slots:
+                started = time.perf_counter()
+                front = self.front.run(items, scales)
+                self.timer.spent(front=time.perf_counter() - started)
+            planned = self.plan(front, len(items))
+            if planned is None:
+                return None
+            plan, samples = planned
+            return self.waveform_audio(front, plan, scales.noise_scale), samples, front.durations
 
     def plan(self, front: FrontResult, items: int) -> tuple[Plan, np.ndarray] | None:
         """The frame plan of a batch and each item's samples; ``None`` if the batch needs more

@@ -3,11 +3,13 @@
 A *slot* is one ``(rows, frames)`` shape of the waveform stage (flow and decoder, fp16 on CUDA):
 a session with fixed input and output buffers. Expand writes a batch straight into the inputs
 of its slot, once the slot's previous batch is out: a slot is held from expand until its audio
-has been copied to the host. On CUDA the slot's first run builds cuDNN's plans, its second is
-captured as a CUDA graph, and later runs replay it. Replays go one at a time on the device's
-graph lane (``synthesis.devices``), which does nothing else but build the waveform sessions:
-expand before a replay and the copy of the audio after it run in the caller's thread, so the
-lane takes the interpreter lock twice per batch, not once per session run.
+has been copied to the host. On CUDA the slot's first run builds cuDNN's plans, and its graph is
+captured by :meth:`WaveformGraphs.capture` alone, with no batch on the device
+(``synthesis.run_gate``); until then the slot runs plainly, and a batch that ran it asks for its
+capture. Replays go one at a time on the device's graph lane (``synthesis.devices``), which does
+nothing else but build the waveform sessions: expand before a replay and the copy of the audio
+after it run in the caller's thread, so the lane takes the interpreter lock twice per batch, not
+once per session run.
 
 Where cuDNN has no fp16 plan for a shape, that slot runs fp32 from then on. Off CUDA (tests) the
 slots are plain sessions with the same buffers, run on the same lane.
@@ -40,8 +42,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SKIP_CAPTURE: Final = (("gpu_graph_id", "-1"),)
-"""Run options for a waveform session's first run: not captured, so that cuDNN builds its plans
-(and says when it has none in fp16) outside the capture."""
+"""Run options for a waveform session's runs before its capture: not captured, so that cuDNN
+builds its plans (and says when it has none in fp16) outside the capture, and so that a batch
+never captures while others run."""
 
 
 @dataclass
@@ -54,6 +57,8 @@ class WaveformSlot:
     output: ort.OrtValue
     fp32: bool
     runs: int = 0
+    captured: bool = False
+    """Its graph is captured: runs replay it. Until then it runs plainly."""
     held: threading.Lock = field(default_factory=threading.Lock)
     """Held from the moment expand writes a batch into :attr:`inputs` until its audio has been
     copied out of :attr:`output` to the host."""
@@ -85,6 +90,7 @@ class WaveformGraphs:
         copier: ort.InferenceSession,
         builds: SessionBuilds,
         timer: StageTimer,
+        ask_capture: Callable[[int, int], None] | None = None,
     ) -> None:
         self.models = models
         self.names = names
@@ -104,6 +110,8 @@ class WaveformGraphs:
         self._copier = copier
         self._builds = builds
         self._timer = timer
+        self._ask_capture = ask_capture
+        """Called with a slot's shape when a batch ran it before its capture."""
         self._lane = device.graph_lane()
         self._on_cuda = device.device_id is not None
         self._skip_capture = ort.RunOptions()
@@ -138,6 +146,8 @@ class WaveformGraphs:
             self._timer.spent(lane_wait=began - submitted, lane_return=started - ended)
             audio = self._to_host(ran.output, rows)
             self._timer.spent(copy=time.perf_counter() - started)
+            if self.graphs and not ran.captured and self._ask_capture is not None:
+                self._ask_capture(rows, frames)
             return audio
         finally:
             if ran is not slot:
@@ -149,12 +159,23 @@ class WaveformGraphs:
         self.device.host.give(audio)
 
     def capture(self, rows: int, frames: int) -> None:
-        """Build and capture the ``(rows, frames)`` slot ahead of use (on the graph lane)."""
-        self._lane.submit(self._capture, rows, frames).result()
+        """Build and capture the ``(rows, frames)`` slot (on the graph lane), once no batch is on
+        the device; batches wait meanwhile. Never from inside a batch."""
+        if self.captured(rows, frames):
+            return
+        with self.device.gate.alone():
+            self._lane.submit(self._capture, rows, frames).result()
+
+    def captured(self, rows: int, frames: int) -> bool:
+        """The ``(rows, frames)`` slot is built and its graph captured (off CUDA: run once)."""
+        slot = self.slots.find((rows, frames))
+        return slot is not None and slot.captured
 
     def build(self, rows: int, frames: int) -> None:
-        """Build the ``(rows, frames)`` slot in this thread, not on the graph lane: only while
-        no slot runs (``StagedEngine.prepare``), so that builds may go side by side."""
+        """Build the ``(rows, frames)`` slot in this thread, not on the graph lane, so that builds
+        may go side by side (``StagedEngine.prepare``). Batches may run meanwhile: a build takes
+        nothing from the arena that replays share (the weights live outside it), and no capture
+        runs beside it."""
         self._slot(rows, frames)
 
     def replay(self, rows: int, frames: int) -> None:
@@ -197,19 +218,21 @@ class WaveformGraphs:
         self._timer.spent(waveform=ended - began)
         return ran, began, ended
 
-    def _replay(self, slot: WaveformSlot, rows: int, frames: int) -> WaveformSlot:
+    def _replay(self, slot: WaveformSlot, rows: int, frames: int, capture: bool = False) -> WaveformSlot:
         """Run the held slot's session; returns the slot that ran, held: ``slot``, or an fp32
         one made here if fp16 has no plan (the caller lets both go).
 
-        With graphs, the first run is not captured: cuDNN builds its plans then (and says if it
-        has none in fp16) outside any capture. The second run captures, later ones replay.
+        With graphs, runs before the capture are plain: cuDNN builds its plans in the first (and
+        says if it has none in fp16) outside any capture. A run with ``capture`` (only from
+        :meth:`_capture`, after a first run) captures the graph; later runs replay it.
         """
         try:
-            if self.graphs and slot.runs == 0:
+            if self.graphs and not (slot.captured or capture):
                 slot.session.run_with_iobinding(slot.binding, self._skip_capture)
             else:
                 slot.session.run_with_iobinding(slot.binding)
             slot.runs += 1
+            slot.captured = slot.captured or capture
             return slot
         except Exception as error:  # onnxruntime raises its own untyped errors
             if slot.fp32 or slot.runs or not is_missing_fp16_plan(error):
@@ -231,12 +254,12 @@ class WaveformGraphs:
     def _capture(self, rows: int, frames: int) -> None:
         slot = self._slot(rows, frames)
         started = time.perf_counter()
-        while slot.runs < 2:
+        while not slot.captured:  # a first run for cuDNN's plans, if it had none, then the capture
             if not slot.held.acquire(blocking=False):
-                break  # a batch holds it (expanding, queued or copying): a later replay captures
+                break  # held outside any batch (a benchmark's replay): it stays uncaptured
             held = slot
             try:
-                slot = self._replay(held, rows, frames)
+                slot = self._replay(held, rows, frames, capture=held.runs > 0)
             finally:
                 if slot is not held:  # the fp32 slot that ran instead, held by _replay
                     slot.held.release()

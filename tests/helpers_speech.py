@@ -24,6 +24,9 @@ class SpokenOnce:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
+    def close(self) -> None:
+        """The engine is the tests' own, shared: it stays open."""
+
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         keys = [(tuple(item.phoneme_ids), item.speaker_id, scales) for item in items]
         new = {key: item for key, item in zip(keys, items, strict=True) if key not in self.spoken}

@@ -34,6 +34,9 @@ class LimitedMemoryEngine:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
+    def close(self) -> None:
+        """The engine is the tests' own, shared: it stays open."""
+
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.calls.append(len(items))
         if len(items) > self.max_items or max(len(i.phoneme_ids) for i in items) > self.max_ids:
@@ -51,6 +54,9 @@ class GatedEngine:
 
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
+
+    def close(self) -> None:
+        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.threads.add(threading.get_ident())

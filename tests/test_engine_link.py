@@ -106,6 +106,9 @@ class GatedEngine:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
+    def close(self) -> None:
+        """The engine is the tests' own, shared: it stays open."""
+
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.runs.append(len(items))
         self.gate.wait(30)

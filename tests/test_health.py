@@ -27,6 +27,9 @@ class FaultyDevice:
     def stage_totals(self) -> dict[str, float]:
         return self.engine.stage_totals()
 
+    def close(self) -> None:
+        """The engine is the tests' own, shared: it stays open."""
+
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         if self.fail:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")

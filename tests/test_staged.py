@@ -455,7 +455,7 @@ def test_prepare_builds_the_buckets_later_runs_use(voice: Voice, phonemizer: Pho
     assert set(fronts.keys()) - fronts_before == {(2, 32), (2, 48)}
     assert done == 2 + 4
     assert engine.sessions_built == built_before + 2 + len(slots)
-    assert all(waveform.find(key).runs >= 2 for key in slots if key[1] <= 160)  # type: ignore[union-attr]
+    assert all(waveform.find(key).captured for key in slots if key[1] <= 160)  # type: ignore[union-attr]
 
     built = engine.sessions_built
     short = [EngineItem(phonemizer.ids("Hi.")), EngineItem(phonemizer.ids("Hello there, friend."))]

@@ -27,7 +27,7 @@ from celery.signals import (
 )
 from celery.worker.control import inspect_command
 
-from synthesis.build import build_synthesizer, worker_concurrency
+from synthesis.build import worker_concurrency
 from synthesis.pipeline import Synthesizer
 from ttsfarm.core.errors import SettingsError
 from ttsfarm.core.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
@@ -40,12 +40,14 @@ log = logging.getLogger(__name__)
 
 
 SynthesizerFactory = Callable[[Settings], Synthesizer]
+"""Makes a worker's synthesizer; by default (``None``) the engine runs in the worker's process
+and is prepared in the background once the worker takes jobs."""
 ENDED: Final = frozenset({states.SUCCESS, states.FAILURE, states.IGNORED, states.RETRY})
 """How a task ends when its job's outcome is recorded: its message is settled (a retry is a new
 message; a job handed back, ``REJECTED``, is not among them)."""
 
 
-def make_app(settings: Settings, build: SynthesizerFactory = build_synthesizer) -> Celery:
+def make_app(settings: Settings, build: SynthesizerFactory | None = None) -> Celery:
     """The Celery app of a farm worker for ``settings``: its task registered and its signals
     tied to one :class:`WorkerResources` (``resources_of(app)``), whose synthesizer ``build`` makes."""
     if not settings.farm_mode:
@@ -79,7 +81,7 @@ def run_worker(
     settings: Settings,
     hostname: str | None = None,
     loglevel: str = "INFO",
-    build: SynthesizerFactory = build_synthesizer,
+    build: SynthesizerFactory | None = None,
 ) -> None:
     """Start a farm worker in this process and serve jobs until it is stopped (as arq's
     ``run_worker(settings)``). A worker that must stop on its own exits non-zero, saying why."""
@@ -101,6 +103,7 @@ def run_worker(
             f"--hostname={name}",
             f"--loglevel={loglevel}",
             "--task-events",
+            "--without-mingle",  # a second at start, to sync revokes and clocks that jobs never use
         ]
     )
     # Celery's worker_main drops its worker's exit status: it is read when the worker shuts down.
@@ -154,11 +157,12 @@ def _connect_signals(resources: WorkerResources) -> None:
         resources.close()
 
     def load_model_at_start(sender: Any = None, **_: Any) -> None:
-        """Load and warm the default voice before the first job arrives, and take jobs only
-        while the storage can be written."""
+        """Load and warm the default voice before the first job arrives, take jobs only while
+        the storage can be written, and begin the engine's preparation (``synthesis.background``)."""
         resources.storage  # noqa: B018 - building them is the point
         resources.synthesizer  # noqa: B018
         resources.gate.attach(sender)
+        resources.taking_jobs.set()
 
     worker_init.connect(check_pool, weak=False)
     task_received.connect(lease, weak=False)

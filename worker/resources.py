@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 
 from celery import Celery
 from celery.worker import state as worker_state
@@ -29,11 +30,13 @@ class WorkerResources:
     """What every task in this process shares: the synthesizer, the storage, the registry."""
 
     def __init__(
-        self, settings: Settings, app: Celery, build: Callable[[Settings], Synthesizer] = build_synthesizer
+        self, settings: Settings, app: Celery, build: Callable[[Settings], Synthesizer] | None = None
     ) -> None:
         self.settings = settings
         self.app = app
-        self._build = build
+        self.taking_jobs = threading.Event()
+        """Set once Celery says the worker is ready: its engine's preparation begins then."""
+        self._build = build or partial(build_synthesizer, prepare_after=self.taking_jobs)
         """Makes the synthesizer: the engine in this process, or a consumer's (``worker/consumers.py``)."""
         self._lock = threading.Lock()
         self._synthesizer: Synthesizer | None = None

@@ -132,8 +132,9 @@ class Settings:
     that predict the durations, and the single-session engine, always run ``nchw``: NHWC changes
     the durations, and so the lengths."""
     prewarm: bool | None = None
-    """Build the shape buckets' sessions at start (GPU only); unset means on for farm workers,
-    off for one-off commands."""
+    """Build the shape buckets' sessions and capture their graphs from the start (GPU only),
+    in the background while the first jobs already run; unset means on for farm workers, off
+    for one-off commands."""
 
     # Batching: how segments of many jobs are gathered into batches and the GPU kept fed.
     max_batch: int | None = None
