@@ -205,8 +205,8 @@ class StagedEngine(EngineBasics):
     def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
         """Build the front sessions and capture the waveform graphs for these batch sizes, in
         this thread; returns the runs it took. Up to :data:`BUILDS_AT_ONCE` sessions are built
-        side by side, in threads (a build spends most of its second outside the GIL); the filler
-        runs and the captures follow, one at a time. Batches may run meanwhile
+        side by side, in threads (a build spends most of its second outside the GIL); the
+        captures and the filler runs follow, one at a time. Batches may run meanwhile
         (:meth:`~synthesis.engine_base.EngineBasics.prepare_later`). It stops between steps once
         the engine is closed."""
         waveform = self.waveform
@@ -227,29 +227,29 @@ class StagedEngine(EngineBasics):
                 future.result()
         built = time.perf_counter()
         done = 0
-        for rows in row_sizes:
-            if not self.background.open:
-                return self._stopped(done)
-            done += self._run_fillers(rows, max_ids, scales)
-        filled = time.perf_counter()
-        for rows in row_sizes:
+        for rows in row_sizes:  # first: until its capture, a slot runs plainly, slower
             for frames in frame_sizes:
                 if not self.background.open:
                     return self._stopped(done)
                 waveform.capture(rows, frames)
                 done += 1
+        captured = time.perf_counter()
+        for rows in row_sizes:
+            if not self.background.open:
+                return self._stopped(done)
+            done += self._run_fillers(rows, max_ids, scales)
         give_back_free_heap()  # the builds' scratch, left in their threads' arenas
         log.info(
-            "voice %s prepared in %.1f s: %d sessions built in %.1f s, %d filler runs in %.1f s, "
-            "%d graphs captured in %.1f s",
+            "voice %s prepared in %.1f s: %d sessions built in %.1f s, %d graphs captured in %.1f s, "
+            "%d filler runs in %.1f s",
             self.voice.name,
             time.perf_counter() - started,
             len(builds),
             built - started,
-            len(row_sizes) * len(id_sizes),
-            filled - built,
             len(row_sizes) * len(frame_sizes),
-            time.perf_counter() - filled,
+            captured - built,
+            len(row_sizes) * len(id_sizes),
+            time.perf_counter() - captured,
         )
         return done
 
