@@ -62,12 +62,17 @@ class FrontStage:
         self._providers = providers
         self._device = device
         self._device_id = device_id
+        self.planned_rows: tuple[int, ...] = ()
+        """The row buckets being prepared (``StagedEngine.prepare``)."""
         self.input_names: frozenset[str] = frozenset()
         """The front graph's inputs (a multi-speaker voice's take ``sid``), known once one is built."""
 
     def key(self, rows: int, longest: int) -> FrontKey:
         """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a
-        second or so, more than the spare rows (``prepare`` builds the full batch size)."""
+        second or so, more than the spare rows (``prepare`` builds the full batch size). With
+        none built yet, the bucket of the rows being prepared, if they hold the batch: a batch
+        that comes while the engine is prepared builds (or waits for) what the preparation
+        builds, not a bucket of its own, nor the waveform slots of its rows."""
         if not self.buckets:
             return None
         bucket = bucket_for(rows, longest, 1.0)
@@ -75,7 +80,10 @@ class FrontStage:
         if (bucket.rows, bucket.ids) in built:
             return bucket.rows, bucket.ids
         larger = [key for key in built if key and key[1] == bucket.ids and key[0] > bucket.rows]
-        return min(larger) if larger else (bucket.rows, bucket.ids)
+        if larger:
+            return min(larger)
+        planned = [size for size in self.planned_rows if size >= bucket.rows]
+        return (min(planned) if planned else bucket.rows), bucket.ids
 
     def session(self, key: FrontKey) -> ort.InferenceSession:
         """The bucket's session, built on first use."""

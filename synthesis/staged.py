@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
@@ -216,6 +216,7 @@ class StagedEngine(EngineBasics):
         scales = Scales(0.0, 1.0, 0.0)
         top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
         row_sizes = sorted({row_bucket(size) for size in batch_sizes})
+        self.front.planned_rows = tuple(sorted({*self.front.planned_rows, *row_sizes}))
         id_sizes = [size for size in ID_BUCKETS if size <= max_ids]
         frame_sizes = [size for size in FRAME_BUCKETS if size <= top]
         builds: list[Callable[[], object]] = [
@@ -252,6 +253,15 @@ class StagedEngine(EngineBasics):
             time.perf_counter() - captured,
         )
         return done
+
+    def prepare_later(
+        self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1], after: threading.Event | None = None
+    ) -> Future[int | None]:
+        """:meth:`prepare` in the background (see the base class); batches meanwhile take the
+        buckets of the rows being prepared (``FrontStage.key``)."""
+        planned = {row_bucket(size) for size in batch_sizes}
+        self.front.planned_rows = tuple(sorted({*self.front.planned_rows, *planned}))
+        return super().prepare_later(batch_sizes, max_ids, after)
 
     def _stopped(self, done: int) -> int:
         log.info("voice %s: preparation stopped after %d runs: the engine is closed", self.voice.name, done)

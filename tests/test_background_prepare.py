@@ -40,7 +40,12 @@ def test_batches_run_before_during_and_after_a_background_preparation(
     engine.background.submit(lambda: held.wait(WAIT), "a test's hold")  # the preparation waits
     preparing = engine.prepare_later([2], max_ids=48)
     batches = _pairs(phonemizer)
-    before = engine.run(batches[0], DETERMINISTIC)  # nothing prepared: the batch builds what it needs
+    loaded = set(engine.front.sessions.keys())  # the 1-row front the load checks the device with
+    engine.run(batches[0][1:], DETERMINISTIC)  # one item: it builds the 2-row buckets being prepared
+    before = engine.run(batches[0], DETERMINISTIC)
+    assert {rows for rows, _ in set(engine.front.sessions.keys()) - loaded} == {2}  # type: ignore[misc]
+    slot_shapes = engine.waveform.slots.keys()  # a SessionCache: no iteration of its own
+    assert {rows for rows, _ in slot_shapes} == {2}
     assert not preparing.done()
     held.set()
     with ThreadPoolExecutor(3) as pool:

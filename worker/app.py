@@ -103,7 +103,6 @@ def run_worker(
             f"--hostname={name}",
             f"--loglevel={loglevel}",
             "--task-events",
-            "--without-mingle",  # a second at start, to sync revokes and clocks that jobs never use
         ]
     )
     # Celery's worker_main drops its worker's exit status: it is read when the worker shuts down.
