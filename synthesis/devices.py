@@ -4,7 +4,8 @@
   Those graphs share one arena: a replay writes to the addresses it was captured with, so no two
   may run at once, and nothing else may allocate from that arena (weights live outside it);
 - the pool of host buffers that audio is copied into (``synthesis.host_buffers``);
-- the gate that lets batches run side by side and a graph capture alone (``synthesis.run_gate``);
+- the gate that lets batches and builds run side by side and a graph capture alone
+  (``synthesis.run_gate``);
 - which kind of engine shares the device's one registered CUDA arena (:data:`ArenaUser`).
 
 ``device(None)`` is the CPU: no lane, plain host buffers, no arena.
@@ -40,7 +41,7 @@ class Device:
         self.host = HostBuffers(device_id)
         """Host memory for audio copied off this device: page-locked on CUDA, reused."""
         self.gate = RunGate()
-        """Batches on this device share it; a graph capture takes it alone."""
+        """Batches and session builds on this device share it; a graph capture takes it alone."""
         self._lane: ThreadPoolExecutor | None = None
         self._arena_user: ArenaUser | None = None
         self._lock = threading.Lock()

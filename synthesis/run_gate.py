@@ -1,10 +1,10 @@
-"""Batches on a device go side by side; a CUDA graph capture goes alone.
+"""Batches and session builds on a device go side by side; a CUDA graph capture goes alone.
 
 onnxruntime captures a graph in CUDA's global capture mode: while it captures, another thread
 that allocates device memory or copies on the legacy stream fails, and breaks the capture. So a
-capture waits until no batch is on the device, and batches wait until the capture is done
-(``synthesis.waveform_graphs``). A capture waiting goes first: new batches wait behind it, so
-a steady stream of batches cannot keep it out.
+capture waits until no batch runs and no session is being built on the device, and those wait
+until the capture is done (``synthesis.waveform_graphs``). A capture waiting goes first: new
+batches wait behind it, so a steady stream of batches cannot keep it out.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from contextlib import contextmanager
 
 
 class RunGate:
-    """Shared for batches, alone for captures (a readers-writer lock that favours the writer).
-    Neither side may be taken again inside itself: a batch inside a batch would wait behind a
-    capture that waits for the outer one."""
+    """Shared for batches and builds, alone for captures (a readers-writer lock that favours the
+    writer). Neither side may be taken again inside itself: a batch inside a batch would wait
+    behind a capture that waits for the outer one."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -26,8 +26,8 @@ class RunGate:
         self._alone = False
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Held while one batch uses the device, beside other batches."""
+    def shared(self) -> Iterator[None]:
+        """Held while one batch or build uses the device, beside others."""
         with self._changed:
             while self._alone or self._waiting_alone:
                 self._changed.wait()
@@ -61,7 +61,7 @@ class RunGate:
 
     @property
     def batches(self) -> int:
-        """Batches on the device now."""
+        """Batches and builds on the device now."""
         with self._changed:
             return self._batches
 

@@ -173,9 +173,9 @@ class WaveformGraphs:
 
     def build(self, rows: int, frames: int) -> None:
         """Build the ``(rows, frames)`` slot in this thread, not on the graph lane, so that builds
-        may go side by side (``StagedEngine.prepare``). Batches may run meanwhile: a build takes
-        nothing from the arena that replays share (the weights live outside it), and no capture
-        runs beside it."""
+        may go side by side (``StagedEngine.prepare``, which holds the device's gate shared: no
+        capture runs beside it). Batches may run meanwhile: a build takes nothing from the arena
+        that replays share (the weights live outside it)."""
         self._slot(rows, frames)
 
     def replay(self, rows: int, frames: int) -> None:

@@ -17,7 +17,7 @@ def test_a_capture_waits_for_the_batches_on_the_device_and_new_batches_wait_for_
     first_in, first_out, capture_waiting = threading.Event(), threading.Event(), threading.Event()
 
     def first_batch() -> None:
-        with gate.batch():
+        with gate.shared():
             order.append("batch 1 in")
             first_in.set()
             first_out.wait(WAIT)
@@ -29,7 +29,7 @@ def test_a_capture_waits_for_the_batches_on_the_device_and_new_batches_wait_for_
             order.append("capture")
 
     def later_batch() -> None:
-        with gate.batch():
+        with gate.shared():
             order.append("batch 2")
 
     threads = [threading.Thread(target=first_batch)]
@@ -67,7 +67,7 @@ def test_nothing_runs_beside_a_capture() -> None:
 
     def batches() -> None:
         for _ in range(60):
-            with gate.batch():
+            with gate.shared():
                 enter("batches")
 
     def captures() -> None:
