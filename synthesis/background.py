@@ -34,8 +34,8 @@ class Background:
         return not self._closed
 
     def submit(self, work: Callable[[], T], what: str) -> Future[T | None]:
-        """Run ``work`` after everything given before; it is skipped if the program is ending
-        by then. Its error is logged (batches go on without it) and kept in the future."""
+        """Run ``work`` after everything given before (nothing, once closed: the future comes
+        back cancelled). Its error is logged (batches go on without it) and kept in the future."""
 
         def step() -> T | None:
             try:

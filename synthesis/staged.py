@@ -102,53 +102,53 @@ class StagedEngine(EngineBasics):
         """Batches that needed more frames than ``options.max_batch_frames`` allows, and ran in halves."""
         self.last_bucket: Bucket | None = None
         self.warmup_seconds = 0.0
-        with device(options.device_id if use_cuda else None).gate.shared():  # no capture meanwhile
-            self.stages: VoiceStages = self._stages(voice, use_cuda)
-            self._device = "cuda" if use_cuda else "cpu"
-            graphs = use_cuda and self.buckets
-            front_cuda, waveform_cuda = stage_cuda_options(options, graphs)
-            arena: CudaOptions = (FIXED_SHAPE_ARENA,) if self.buckets else ()
-            """Every session sees one shape with buckets: its own arena needs no room to grow."""
-            plain_options = session_options(options.cpu_threads, False, options.profile_prefix)
-            front_providers = providers_for(use_cuda, options.device_id, (*arena, *front_cuda))
-            fronts: SessionCache[FrontKey, ort.InferenceSession] = SessionCache(
-                options.max_sessions, f"voice {voice.name}'s front session"
-            )
-            self.front = FrontStage(
-                self.stages.front,
-                self.stages.names,
-                buckets=self.buckets,
-                sessions=fronts,
-                builds=self.builds,
-                session_options=plain_options,
-                providers=front_providers,
-                device=self._device,
-                device_id=options.device_id,
-            )
-            self._plain_options = plain_options
-            self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
-            """Fronts run at once (``options.concurrent_runs``)."""
-            expand = self.stages.expand.SerializeToString()
+        self.stages: VoiceStages = self._stages(voice, use_cuda)
+        self._device = "cuda" if use_cuda else "cpu"
+        graphs = use_cuda and self.buckets
+        front_cuda, waveform_cuda = stage_cuda_options(options, graphs)
+        arena: CudaOptions = (FIXED_SHAPE_ARENA,) if self.buckets else ()
+        """Every session sees one shape with buckets: its own arena needs no room to grow."""
+        plain_options = session_options(options.cpu_threads, False, options.profile_prefix)
+        front_providers = providers_for(use_cuda, options.device_id, (*arena, *front_cuda))
+        fronts: SessionCache[FrontKey, ort.InferenceSession] = SessionCache(
+            options.max_sessions, f"voice {voice.name}'s front session"
+        )
+        self.front = FrontStage(
+            self.stages.front,
+            self.stages.names,
+            buckets=self.buckets,
+            sessions=fronts,
+            builds=self.builds,
+            session_options=plain_options,
+            providers=front_providers,
+            device=self._device,
+            device_id=options.device_id,
+        )
+        self._plain_options = plain_options
+        self._run_slots = threading.BoundedSemaphore(max(options.concurrent_runs, 1))
+        """Fronts run at once (``options.concurrent_runs``)."""
+        half = self.precision == "fp16"
+        fp16 = convert_to_fp16(self.stages.waveform, whole_graph=True) if half else None
+        self._models = WaveformModels(fp16, self.stages.waveform)
+        self.waveform: WaveformGraphs | None = None
+        """The waveform slots, with buckets; without, :meth:`_run_dynamic` runs the stage."""
+        self._waveform_dynamic: ort.InferenceSession | None = None
+        expand = self.stages.expand.SerializeToString()
+        with device(options.device_id if use_cuda else None).gate.shared():  # builds: no capture meanwhile
             self._expand = self.builds.build(expand, plain_options, front_providers)
-            half = self.precision == "fp16"
-            fp16 = convert_to_fp16(self.stages.waveform, whole_graph=True) if half else None
-            self._models = WaveformModels(fp16, self.stages.waveform)
-            self.waveform: WaveformGraphs | None = None
-            """The waveform slots, with buckets; without, :meth:`_run_dynamic` runs the stage."""
-            self._waveform_dynamic: ort.InferenceSession | None = None
             if self.buckets:
                 self.waveform = self._waveform_graphs(voice, graphs, arena, NHWC in waveform_cuda)
             first = self.front.session(self.front.key(1, len(warmup_ids(voice))))
-            check_device(first, use_cuda, options.device_id)
-            self.provider: str = first.get_providers()[0]
-            layout = "NHWC" if NHWC in waveform_cuda else "NCHW"
-            log.info(
-                "voice %s loaded on %s (%s, staged%s)",
-                voice.name,
-                self.provider,
-                self.precision,
-                f", waveform as CUDA graphs in {layout}" if self.graphs else "",
-            )
+        check_device(first, use_cuda, options.device_id)
+        self.provider: str = first.get_providers()[0]
+        layout = "NHWC" if NHWC in waveform_cuda else "NCHW"
+        log.info(
+            "voice %s loaded on %s (%s, staged%s)",
+            voice.name,
+            self.provider,
+            self.precision,
+            f", waveform as CUDA graphs in {layout}" if self.graphs else "",
+        )
         self._warm_up()
 
     def _stages(self, voice: Voice, use_cuda: bool) -> VoiceStages:
@@ -182,6 +182,7 @@ class StagedEngine(EngineBasics):
             copier=copier,
             builds=self.builds,
             timer=self.timer,
+            shared_arena=shared,
             ask_capture=self._ask_capture,
         )
 
@@ -224,7 +225,10 @@ class StagedEngine(EngineBasics):
             *(partial(self.front.session, (rows, ids)) for rows in row_sizes for ids in id_sizes),
             *(partial(waveform.build, rows, frames) for rows in row_sizes for frames in frame_sizes),
         ]
+
         def beside_batches(build: Callable[[], object]) -> None:
+            if not self.background.open:  # closed meanwhile: the builds left are dropped
+                return
             with waveform.device.gate.shared():  # no capture while it allocates on the device
                 build()
 
@@ -233,6 +237,8 @@ class StagedEngine(EngineBasics):
                 future.result()
         built = time.perf_counter()
         done = 0
+        if not self.background.open:
+            return self._stopped(done)
         for rows in row_sizes:  # first: until its capture, a slot runs plainly, slower
             for frames in frame_sizes:
                 if not self.background.open:

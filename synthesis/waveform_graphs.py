@@ -56,9 +56,12 @@ class WaveformSlot:
     inputs: dict[str, ort.OrtValue]
     output: ort.OrtValue
     fp32: bool
+    graph: bool
+    """Built to be captured as a CUDA graph (even if the engine's later slots are not)."""
     runs: int = 0
     captured: bool = False
-    """Its graph is captured: runs replay it. Until then it runs plainly."""
+    """Its graph is captured (off CUDA graphs: a capture's run has been made): runs replay it.
+    Until then it runs plainly."""
     held: threading.Lock = field(default_factory=threading.Lock)
     """Held from the moment expand writes a batch into :attr:`inputs` until its audio has been
     copied out of :attr:`output` to the host."""
@@ -90,6 +93,7 @@ class WaveformGraphs:
         copier: ort.InferenceSession,
         builds: SessionBuilds,
         timer: StageTimer,
+        shared_arena: bool = False,
         ask_capture: Callable[[int, int], None] | None = None,
     ) -> None:
         self.models = models
@@ -110,6 +114,8 @@ class WaveformGraphs:
         self._copier = copier
         self._builds = builds
         self._timer = timer
+        self._shared_arena = shared_arena
+        """The slots share one arena (NCHW): each is built on the graph lane, between replays."""
         self._ask_capture = ask_capture
         """Called with a slot's shape when a batch ran it before its capture."""
         self._lane = device.graph_lane()
@@ -146,7 +152,7 @@ class WaveformGraphs:
             self._timer.spent(lane_wait=began - submitted, lane_return=started - ended)
             audio = self._to_host(ran.output, rows)
             self._timer.spent(copy=time.perf_counter() - started)
-            if self.graphs and not ran.captured and self._ask_capture is not None:
+            if ran.graph and not ran.captured and self._ask_capture is not None:
                 self._ask_capture(rows, frames)
             return audio
         finally:
@@ -155,8 +161,10 @@ class WaveformGraphs:
             slot.held.release()
 
     def release(self, audio: np.ndarray) -> None:
-        """Give back the host buffer that :meth:`replayed` lent."""
-        self.device.host.give(audio)
+        """Give back the host buffer that :meth:`replayed` lent (never from inside a batch):
+        unlocking one the pool does not keep is no call to make beside a capture."""
+        with self.device.gate.shared():
+            self.device.host.give(audio)
 
     def capture(self, rows: int, frames: int) -> None:
         """Build and capture the ``(rows, frames)`` slot (on the graph lane), once no batch is on
@@ -167,16 +175,19 @@ class WaveformGraphs:
             self._lane.submit(self._capture, rows, frames).result()
 
     def captured(self, rows: int, frames: int) -> bool:
-        """The ``(rows, frames)`` slot is built and its graph captured (off CUDA: run once)."""
+        """The ``(rows, frames)`` slot is built and its graph captured (see ``WaveformSlot``)."""
         slot = self.slots.find((rows, frames))
         return slot is not None and slot.captured
 
     def build(self, rows: int, frames: int) -> None:
-        """Build the ``(rows, frames)`` slot in this thread, not on the graph lane, so that builds
-        may go side by side (``StagedEngine.prepare``, which holds the device's gate shared: no
-        capture runs beside it). Batches may run meanwhile: a build takes nothing from the arena
-        that replays share (the weights live outside it)."""
-        self._slot(rows, frames)
+        """Build the ``(rows, frames)`` slot in this thread, so that builds may go side by side
+        (``StagedEngine.prepare``, which holds the device's gate shared: no capture runs beside
+        it). Slots that share one arena (NCHW) are built on the graph lane instead, between
+        replays, as a batch builds one."""
+        if self._shared_arena:
+            self.slot(rows, frames)
+        else:
+            self._slot(rows, frames)
 
     def replay(self, rows: int, frames: int) -> None:
         """Replay the ``(rows, frames)`` slot once on the graph lane, with whatever its inputs
@@ -227,7 +238,7 @@ class WaveformGraphs:
         :meth:`_capture`, after a first run) captures the graph; later runs replay it.
         """
         try:
-            if self.graphs and not (slot.captured or capture):
+            if slot.graph and not (slot.captured or capture):
                 slot.session.run_with_iobinding(slot.binding, self._skip_capture)
             else:
                 slot.session.run_with_iobinding(slot.binding)
@@ -316,7 +327,8 @@ class WaveformGraphs:
         rank = len(model.graph.output[0].type.tensor_type.shape.dim)  # Piper's is (rows, 1, 1, samples)
         audio_shape = (rows, *[1] * (rank - 2), frames * self.hop_length)
         output = self._buffer(audio_shape, onnx.TensorProto.FLOAT)
-        return WaveformSlot(session, bound(session, inputs, {AUDIO_OUTPUT: output}), inputs, output, fp32)
+        binding = bound(session, inputs, {AUDIO_OUTPUT: output})
+        return WaveformSlot(session, binding, inputs, output, fp32, graph=self.graphs)
 
     def providers(self, fp32: bool = False) -> list[Any]:
         """A waveform session's providers (``synthesis.stage_options``)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -119,3 +120,38 @@ def test_closing_stops_a_preparation_under_way_after_its_step(
     assert preparing.result(0) == 0  # it stopped after its builds: no filler runs, no captures
     assert "preparation stopped after 0 runs: the engine is closed" in caplog.text
     assert "prepared in" not in caplog.text
+
+
+def _finishes_only_after(release: Callable[[], None], work: Callable[[], object]) -> None:
+    """``work``, in a thread, is still waiting a moment later, and ends once ``release`` ran."""
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (work(), done.set()))
+    thread.start()
+    assert not done.wait(0.5), "it ran beside what holds the device"
+    release()
+    assert done.wait(WAIT)
+    thread.join(WAIT)
+
+
+def test_a_batch_waits_while_a_capture_has_the_device(voice: Voice, phonemizer: Phonemizer) -> None:
+    engine = StagedEngine(voice, BUCKETS)
+    assert engine.waveform is not None
+    batch = _pairs(phonemizer)[0]
+    engine.run(batch, DETERMINISTIC)  # its sessions built: what is left to wait for is the gate
+    capture = engine.waveform.device.gate.alone()
+    capture.__enter__()
+    _finishes_only_after(lambda: capture.__exit__(None, None, None), lambda: engine.run(batch, DETERMINISTIC))
+
+
+def test_a_capture_waits_for_the_batches_and_builds_on_the_device(
+    voice: Voice, phonemizer: Phonemizer
+) -> None:
+    engine = StagedEngine(voice, BUCKETS)
+    assert engine.waveform is not None
+    engine.run(_pairs(phonemizer)[0], DETERMINISTIC)
+    assert engine.last_bucket is not None
+    shape = (engine.last_bucket.rows, engine.last_bucket.frames)
+    batch = engine.waveform.device.gate.shared()
+    batch.__enter__()
+    _finishes_only_after(lambda: batch.__exit__(None, None, None), lambda: engine.waveform.capture(*shape))
+    assert engine.waveform.captured(*shape)
