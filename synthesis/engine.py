@@ -199,7 +199,7 @@ class Engine(EngineBasics):
             self._plain().full()
             return 0
         scales = self.default_scales()
-        return sum(self._run_fillers(rows, max_ids, scales) for rows in sorted(set(batch_sizes)))
+        return sum(self.run_fillers(rows, max_ids, scales) for rows in sorted(set(batch_sizes)))
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         """Synthesize a batch in one session run: each item's audio and its durations."""

@@ -189,7 +189,7 @@ class EngineBasics:
         middle = len(items) // 2
         return [*self.speak(items[:middle], scales), *self.speak(items[middle:], scales)]
 
-    def _run_fillers(self, rows: int, max_ids: int, scales: Scales) -> int:
+    def run_fillers(self, rows: int, max_ids: int, scales: Scales) -> int:
         """Run a batch of ``rows`` filler items at each phoneme-id bucket up to ``max_ids``: the
         sessions of those shapes are built before real batches need them. Returns the runs."""
         sizes = [size for size in ID_BUCKETS if size <= max_ids]

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from synthesis.buckets import bucket_for
+from synthesis.buckets import bucket_for, row_bucket
 from synthesis.items import EngineItem, Scales, padded_feeds
 from synthesis.session_cache import SessionBuilds, SessionCache
 from synthesis.stages import StageNames, with_fixed_inputs
@@ -66,6 +66,11 @@ class FrontStage:
         """The row buckets being prepared (``StagedEngine.prepare``)."""
         self.input_names: frozenset[str] = frozenset()
         """The front graph's inputs (a multi-speaker voice's take ``sid``), known once one is built."""
+
+    def plan_rows(self, batch_sizes: Sequence[int]) -> None:
+        """Note that buckets for batches of these sizes are being prepared (see :meth:`key`)."""
+        planned = {row_bucket(size) for size in batch_sizes}
+        self.planned_rows = tuple(sorted({*self.planned_rows, *planned}))
 
     def key(self, rows: int, longest: int) -> FrontKey:
         """The batch's (rows, ids) bucket, or a built one with more rows: a build costs a

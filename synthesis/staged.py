@@ -24,25 +24,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
 from synthesis.background import Background
-from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for, row_bucket
+from synthesis.bucket_preparation import prepare_buckets
+from synthesis.buckets import ID_BUCKETS, Bucket, bucket_for
 from synthesis.conv_bias import with_biases_apart
 from synthesis.devices import device
 from synthesis.engine_base import EngineBasics, EngineOptions, is_out_of_memory
-from synthesis.frame_plan import FRAME_BUCKETS, FRAMES_PER_ID_AT_MOST, Plan, frame_bucket
+from synthesis.frame_plan import Plan, frame_bucket
 from synthesis.front_stage import FrontKey, FrontResult, FrontStage
-from synthesis.heap import give_back_free_heap
 from synthesis.items import EngineItem, Scales, Spoken, cut_items, spoken_items, warmup_ids
 from synthesis.precision import convert_to_fp16
 from synthesis.relative_positions import with_gathered_relative_positions
@@ -75,13 +75,9 @@ from synthesis.waveform_graphs import WaveformGraphs, WaveformModels
 from ttsfarm.core.errors import EngineOutOfMemory
 from ttsfarm.core.voices import Voice
 
-__all__ = ["BUILDS_AT_ONCE", "STAGES", "FrontResult", "StagedEngine"]
+__all__ = ["STAGES", "FrontResult", "StagedEngine"]
 
 log = logging.getLogger(__name__)
-
-BUILDS_AT_ONCE: Final = 8
-"""Sessions :meth:`StagedEngine.prepare` builds side by side: 4 took up to 1.5 s longer, 16 no
-shorter and held more memory (docs/decisions/0041-sessions-built-side-by-side.md)."""
 
 
 class StagedEngine(EngineBasics):
@@ -206,77 +202,17 @@ class StagedEngine(EngineBasics):
 
     def prepare(self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1]) -> int:
         """Build the front sessions and capture the waveform graphs for these batch sizes, in
-        this thread; returns the runs it took. Up to :data:`BUILDS_AT_ONCE` sessions are built
-        side by side, in threads (a build spends most of its second outside the GIL); the
-        captures and the filler runs follow, one at a time. Batches may run meanwhile
-        (:meth:`~synthesis.engine_base.EngineBasics.prepare_later`). It stops between steps once
-        the engine is closed."""
-        waveform = self.waveform
-        if waveform is None:
-            return 0
-        started = time.perf_counter()
-        scales = Scales(0.0, 1.0, 0.0)
-        top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
-        row_sizes = sorted({row_bucket(size) for size in batch_sizes})
-        self.front.planned_rows = tuple(sorted({*self.front.planned_rows, *row_sizes}))
-        id_sizes = [size for size in ID_BUCKETS if size <= max_ids]
-        frame_sizes = [size for size in FRAME_BUCKETS if size <= top]
-        builds: list[Callable[[], object]] = [
-            *(partial(self.front.session, (rows, ids)) for rows in row_sizes for ids in id_sizes),
-            *(partial(waveform.build, rows, frames) for rows in row_sizes for frames in frame_sizes),
-        ]
-
-        def beside_batches(build: Callable[[], object]) -> None:
-            if not self.background.open:  # closed meanwhile: the builds left are dropped
-                return
-            with waveform.device.gate.shared():  # no capture while it allocates on the device
-                build()
-
-        with ThreadPoolExecutor(min(BUILDS_AT_ONCE, len(builds)), "ttsfarm-build") as pool:
-            for future in [pool.submit(beside_batches, build) for build in builds]:
-                future.result()
-        built = time.perf_counter()
-        done = 0
-        if not self.background.open:
-            return self._stopped(done)
-        for rows in row_sizes:  # first: until its capture, a slot runs plainly, slower
-            for frames in frame_sizes:
-                if not self.background.open:
-                    return self._stopped(done)
-                waveform.capture(rows, frames)
-                done += 1
-        captured = time.perf_counter()
-        for rows in row_sizes:
-            if not self.background.open:
-                return self._stopped(done)
-            done += self._run_fillers(rows, max_ids, scales)
-        give_back_free_heap()  # the builds' scratch, left in their threads' arenas
-        log.info(
-            "voice %s prepared in %.1f s: %d sessions built in %.1f s, %d graphs captured in %.1f s, "
-            "%d filler runs in %.1f s",
-            self.voice.name,
-            time.perf_counter() - started,
-            len(builds),
-            built - started,
-            len(row_sizes) * len(frame_sizes),
-            captured - built,
-            len(row_sizes) * len(id_sizes),
-            time.perf_counter() - captured,
-        )
-        return done
+        this thread; returns the runs it took (``synthesis.bucket_preparation``). Batches may run
+        meanwhile (:meth:`~synthesis.engine_base.EngineBasics.prepare_later`)."""
+        return prepare_buckets(self, batch_sizes, max_ids)
 
     def prepare_later(
         self, batch_sizes: Sequence[int], max_ids: int = ID_BUCKETS[-1], after: threading.Event | None = None
     ) -> Future[int | None]:
         """:meth:`prepare` in the background (see the base class); batches meanwhile take the
         buckets of the rows being prepared (``FrontStage.key``)."""
-        planned = {row_bucket(size) for size in batch_sizes}
-        self.front.planned_rows = tuple(sorted({*self.front.planned_rows, *planned}))
+        self.front.plan_rows(batch_sizes)
         return super().prepare_later(batch_sizes, max_ids, after)
-
-    def _stopped(self, done: int) -> int:
-        log.info("voice %s: preparation stopped after %d runs: the engine is closed", self.voice.name, done)
-        return done
 
     def _ask_capture(self, rows: int, frames: int) -> None:
         """A batch ran the ``(rows, frames)`` slot before its graph was captured: capture it in

@@ -115,7 +115,7 @@ def test_closing_stops_a_preparation_under_way_after_its_step(
     preparing = engine.prepare_later([2], max_ids=160)  # 7 fronts and 9 waveform slots to build
     while engine.sessions_built == before:  # its builds are under way
         time.sleep(0.01)
-    with caplog.at_level(logging.INFO, logger="synthesis.staged"):
+    with caplog.at_level(logging.INFO, logger="synthesis.bucket_preparation"):
         engine.close()
     assert preparing.result(0) == 0  # it stopped after its builds: no filler runs, no captures
     assert "preparation stopped after 0 runs: the engine is closed" in caplog.text
