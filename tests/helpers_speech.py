@@ -7,25 +7,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from synthesis.engine import Engine, EngineItem, Scales, Spoken
+from tests.helpers_engine import EngineWrapper
 
 SegmentKey = tuple[tuple[int, ...], int | None, Scales]
 
 
-class SpokenOnce:
+class SpokenOnce(EngineWrapper):
     """The real engine, except that a segment it has spoken already comes back as a copy of that
     audio, in an array of its own: a text that repeats one passage, or one text made again in
     another format, costs the engine the first time only."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        super().__init__(engine)
         self.spoken: dict[SegmentKey, Spoken] = {}
         self.runs = 0
-
-    def stage_totals(self) -> dict[str, float]:
-        return self.engine.stage_totals()
-
-    def close(self) -> None:
-        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         keys = [(tuple(item.phoneme_ids), item.speaker_id, scales) for item in items]

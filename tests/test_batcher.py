@@ -13,6 +13,7 @@ from synthesis.batcher import Batcher, split_phoneme_ids
 from synthesis.engine import Engine, EngineItem, EngineOutOfMemory, Scales, Spoken
 from synthesis.phonemes import Phonemizer
 from tests.conftest import DETERMINISTIC
+from tests.helpers_engine import EngineWrapper
 from ttsfarm.core.voices import Voice
 
 TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] + [
@@ -21,21 +22,14 @@ TEXTS = [f"Sentence number {n} is here, and it is spoken." for n in range(12)] +
 ]
 
 
-class LimitedMemoryEngine:
+class LimitedMemoryEngine(EngineWrapper):
     """The real engine behind a runtime that runs out of memory past a batch budget,
     the way CUDA does on a full GPU (the only thing faked here)."""
 
     def __init__(self, engine: Engine, max_items: int, max_ids: int = 10_000) -> None:
-        self.engine, self.max_items, self.max_ids = engine, max_items, max_ids
-        self.voice = engine.voice
-        self.provider = engine.provider
+        super().__init__(engine)
+        self.max_items, self.max_ids = max_items, max_ids
         self.calls: list[int] = []
-
-    def stage_totals(self) -> dict[str, float]:
-        return self.engine.stage_totals()
-
-    def close(self) -> None:
-        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.calls.append(len(items))
@@ -44,19 +38,13 @@ class LimitedMemoryEngine:
         return self.engine.speak(items, scales)
 
 
-class GatedEngine:
+class GatedEngine(EngineWrapper):
     """The real engine; its first run waits at a gate, and every run notes its thread."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        super().__init__(engine)
         self.running, self.gate = threading.Event(), threading.Event()
         self.threads: set[int] = set()
-
-    def stage_totals(self) -> dict[str, float]:
-        return self.engine.stage_totals()
-
-    def close(self) -> None:
-        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.threads.add(threading.get_ident())

@@ -18,6 +18,7 @@ from synthesis.engine_link import EngineLost, RemoteBatcher
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from tests.conftest import DETERMINISTIC
+from tests.helpers_engine import EngineWrapper
 from ttsfarm.core.errors import VoiceNotFound
 from ttsfarm.core.jobs import JobRequest
 from ttsfarm.core.voices import Voice, resolve_voice
@@ -95,19 +96,13 @@ def test_the_hosts_errors_reach_the_consumer_as_they_were(voice: Voice, tmp_path
         host.close()
 
 
-class GatedEngine:
+class GatedEngine(EngineWrapper):
     """The real engine, whose runs wait at a gate: a segment stays in flight while the test acts."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        super().__init__(engine)
         self.gate = threading.Event()
         self.runs: list[int] = []
-
-    def stage_totals(self) -> dict[str, float]:
-        return self.engine.stage_totals()
-
-    def close(self) -> None:
-        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         self.runs.append(len(items))

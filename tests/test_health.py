@@ -11,24 +11,19 @@ import pytest
 from synthesis.batcher import Batcher
 from synthesis.engine import Engine, EngineItem, Scales, Spoken
 from synthesis.pipeline import Synthesizer
+from tests.helpers_engine import EngineWrapper
 from worker.health import EngineHealth
 
 
-class FaultyDevice:
+class FaultyDevice(EngineWrapper):
     """The real engine until ``fail`` or ``hang`` is set."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine, self.voice, self.provider = engine, engine.voice, engine.provider
+        super().__init__(engine)
         self.fail, self.hang, self.release = False, False, threading.Event()
 
     def default_scales(self) -> Scales:
         return self.engine.default_scales()
-
-    def stage_totals(self) -> dict[str, float]:
-        return self.engine.stage_totals()
-
-    def close(self) -> None:
-        """The engine is the tests' own, shared: it stays open."""
 
     def speak(self, items: Sequence[EngineItem], scales: Scales) -> list[Spoken]:
         if self.fail:
