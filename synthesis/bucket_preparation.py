@@ -53,7 +53,6 @@ def prepare_buckets(engine: StagedParts, batch_sizes: Sequence[int], max_ids: in
     started = time.perf_counter()
     top = frame_bucket(int(max_ids * FRAMES_PER_ID_AT_MOST))
     row_sizes = sorted({row_bucket(size) for size in batch_sizes})
-    engine.front.plan_rows(row_sizes)
     id_sizes = [size for size in ID_BUCKETS if size <= max_ids]
     frame_sizes = [size for size in FRAME_BUCKETS if size <= top]
     builds: list[Callable[[], object]] = [

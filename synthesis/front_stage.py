@@ -63,7 +63,7 @@ class FrontStage:
         self._device = device
         self._device_id = device_id
         self.planned_rows: tuple[int, ...] = ()
-        """The row buckets being prepared (``StagedEngine.prepare``)."""
+        """The row buckets being prepared in the background (``StagedEngine.prepare_later``)."""
         self.input_names: frozenset[str] = frozenset()
         """The front graph's inputs (a multi-speaker voice's take ``sid``), known once one is built."""
 
