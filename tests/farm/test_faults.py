@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -195,8 +196,12 @@ def test_a_job_longer_than_the_visibility_timeout_runs_once(
     of many seconds, with a second worker waiting for anything handed out again."""
     queue = f"lease-{uuid.uuid4().hex[:6]}"
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_VISIBILITY_TIMEOUT_SECONDS="2")
-    workers = [WorkerProcess(env, tmp_path / f"{n}.log", f"lease-{n}", concurrency=1) for n in range(2)]
+    with ThreadPoolExecutor(2) as pool:  # both start at once: a CPU worker's start is mostly waiting
+        starts = [pool.submit(WorkerProcess, env, tmp_path / f"{n}.log", f"lease-{n}", 1) for n in range(2)]
+    workers = [start.result() for start in starts if start.exception() is None]
     try:
+        for start in starts:
+            start.result()  # a worker that did not start fails the test, once the other is stopped
         with Client(replace(client.settings, queue=queue)) as leased:
             job_id = leased.submit("\n\n".join([EXAMPLE] * 2))  # about 10 s on a 2-core CPU
             result = leased.wait(job_id, timeout=180)

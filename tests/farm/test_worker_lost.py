@@ -34,10 +34,10 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
     settings = Settings(broker_url=LOST_REDIS_URL, visibility_timeout_seconds=int(VISIBILITY_SECONDS))
     doomed = WorkerProcess(env, tmp_path / "doomed.log", "doomed", concurrency=1)
     with Client(settings) as client, job_folder(str(temp)) as live, _stopped_at_the_end(doomed):
-        # about 225 s of speech, made a segment at a time: a CPU worker is still on it for half a
-        # minute after its first segment (the text alone, made in batches of 8, was once done
+        # about 150 s of speech, made a segment at a time: a CPU worker is still on it for many
+        # seconds after its first segment (the text alone, made in batches of 8, was once done
         # between two looks)
-        job_id = client.submit("\n\n".join([EXAMPLE] * 3), length_scale=0.5)
+        job_id = client.submit("\n\n".join([EXAMPLE] * 2), length_scale=0.5)
 
         def running_with_a_segment_done() -> bool:
             status = client.status(job_id)  # one read: the state and the progress together
