@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 PROSE = HERE / "corpus.txt"
 JOB_WORDS = 420
 POLL = 0.2
+STATUSES_PER_READ = 500  # job statuses read in one round trip while waiting
 STAGE_COLUMNS = ("run", *STAGES)
 
 
@@ -108,9 +109,12 @@ def wait_all(client: Client, ids: list[str], timeout: float = 3600.0, poll: floa
     done: dict[str, JobStatus] = {}
     deadline = time.monotonic() + timeout
     while len(done) < len(ids) and time.monotonic() < deadline:
-        for job_id in ids:
-            if job_id not in done and (status := client.status(job_id)).done:
-                done[job_id] = status
+        open_ids = [job_id for job_id in ids if job_id not in done]
+        for start in range(0, len(open_ids), STATUSES_PER_READ):
+            chunk = open_ids[start : start + STATUSES_PER_READ]
+            done.update(
+                (job_id, s) for job_id, s in zip(chunk, client.statuses(chunk), strict=True) if s.done
+            )
         time.sleep(poll)
     return [done.get(job_id) or client.status(job_id) for job_id in ids]
 

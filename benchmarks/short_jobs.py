@@ -12,10 +12,15 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
 - *engine*: the same sentences straight through the worker's engine kind in a process of its
   own (phonemes ready, batches of the worker's size, its runner count): the rate a worker
   could reach with no per-job cost at all. The worker's jobs/s against it is the per-job cost.
-- *burst*: --burst jobs submitted at once; jobs/s from the first submit to the last finish.
+- *burst*: --burst jobs submitted at once, by --submitters processes with one
+  ``Client.submit_many`` each; jobs/s from the first submit to the last finish. A GPU worker is
+  timed once it has prepared its engine in the background.
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced,
   from --submitters processes; latency of each job from submit to stored, taken from its own
   job record.
+
+Each says when the producer, not the farm, was the limit: a burst whose last submit came near
+its end, or an open loop that submitted under 0.9 of the rate asked.
 
 With --workers-per-gpu N [M ...], each variant runs again with N (then M ...) worker processes
 sharing GPU 0, each with its own engine and batcher. ``TTSFARM_CONSUMERS=N`` as a variant is one
@@ -57,6 +62,10 @@ from ttsfarm.core.settings import Settings
 
 MIN_WORDS, MAX_WORDS = 8, 30
 POLL = 0.05
+# a producer that submitted slower than this share of what was asked (open loop), or that was
+# still submitting for this share of a burst, was the limit, not the farm
+PRODUCER_BOUND = 0.9
+PREPARED = " prepared in "  # a worker's log line once its engine is prepared (bucket_preparation)
 
 
 def sentences(count: int) -> list[str]:
@@ -89,15 +98,38 @@ def summary(statuses: list[JobStatus], wall: float | None = None) -> dict[str, A
     return row
 
 
-def burst(client: Client, count: int, timeout: float) -> dict[str, Any]:
-    ids = client.submit_many([JobSpec(text) for text in sentences(count)])
-    return summary(wait_all(client, ids, timeout, POLL))
+def burst(client: Client, count: int, timeout: float, submitters: int) -> dict[str, Any]:
+    """``count`` jobs at once: ``submitters`` processes each queue their share in one call
+    (``Client.submit_many``), all starting at the same moment."""
+    texts = sentences(count)
+    submitters = min(submitters, count)
+    start = time.time() + 1.0
+    shares = [texts[n::submitters] for n in range(submitters)]
+    with ProcessPoolExecutor(submitters) as pool:
+        sent = list(pool.map(submit_at, [client.settings] * submitters, [start] * submitters, shares))
+    ids = [job_id for share in zip_longest(*(i for i, _ in sent)) for job_id in share if job_id is not None]
+    submit_s = max(done for _, done in sent) - start
+    row = summary(wait_all(client, ids, timeout, POLL))
+    row["submitted_per_s"] = round(count / submit_s, 1) if submit_s > 0 else None
+    # the farm was done right after the last submit: it kept pace with the producer
+    row["producer_limited"] = submit_s >= PRODUCER_BOUND * row["seconds"]
+    return row
+
+
+def submit_at(settings: Settings, start: float, texts: list[str]) -> tuple[list[str], float]:
+    """One burst submitter process: its texts in one call at ``start``; the ids and when done."""
+    with Client(settings) as client:
+        client.ping()  # connected before the clock starts
+        time.sleep(max(start - time.time(), 0.0))
+        ids = client.submit_many([JobSpec(text) for text in texts])
+        return ids, time.time()
 
 
 def open_loop(client: Client, rate: float, seconds: float, timeout: float, submitters: int) -> dict[str, Any]:
     """Submit at ``rate`` jobs/s, evenly spaced, from ``submitters`` processes (one client each:
     one process's submits top out near 220 a second), so that the load offered is the load asked."""
     texts = sentences(max(int(rate * seconds), 1))
+    submitters = min(submitters, len(texts))
     start = time.time() + 1.0
     schedule = [(start + index / rate, text) for index, text in enumerate(texts)]
     shares = [schedule[n::submitters] for n in range(submitters)]
@@ -109,6 +141,7 @@ def open_loop(client: Client, rate: float, seconds: float, timeout: float, submi
     row = summary(wait_all(client, ids, timeout, POLL))
     row["offered_per_s"] = round(rate, 1)
     row["submitted_per_s"] = round(len(ids) / sent_for, 1)
+    row["producer_limited"] = row["submitted_per_s"] < PRODUCER_BOUND * rate
     return row
 
 
@@ -195,9 +228,12 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
     worker = workers[0]
     try:
         client = Client(Settings(broker_url=env["TTSFARM_BROKER_URL"], storage_url=str(storage)))
-        burst(client, max(args.burst // 10, 4), args.timeout)  # warm-up
+        burst(client, max(args.burst // 10, 4), args.timeout, args.submitters)  # warm-up
+        prepared_s = (
+            None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
+        )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
-        capacity = burst(client, args.burst, args.timeout)
+        capacity = burst(client, args.burst, args.timeout, args.submitters)
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
@@ -207,7 +243,20 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         stop_workers(workers)
         redis.Redis(port=args.port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
-    return {"workers": count, "ready_s": round(ready_s, 1), "burst": capacity, "open_loop": loop}
+    row = {"workers": count, "ready_s": round(ready_s, 1), "prepared_s": prepared_s}
+    return {**row, "burst": capacity, "open_loop": loop}
+
+
+def wait_prepared(logs: list[Path], timeout: float = 120.0) -> float | None:
+    """Wait until each GPU worker has prepared its engine in the background (its log says so),
+    so that the jobs timed run at full speed; how long that was waited for (None: never said)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if all(PREPARED in log.read_text(errors="replace") for log in logs):
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    print(f"no worker said it was prepared within {timeout:.0f} s: timing anyway", flush=True)
+    return None
 
 
 def main() -> None:
@@ -221,7 +270,7 @@ def main() -> None:
         "--workers-per-gpu", type=int, nargs="+", default=[1], help="worker processes sharing GPU 0"
     )
     parser.add_argument("--fraction", type=float, default=0.7)
-    parser.add_argument("--submitters", type=int, default=8, help="processes submitting the open loop")
+    parser.add_argument("--submitters", type=int, default=8, help="processes submitting the jobs")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--port", type=int, default=6391)
@@ -235,7 +284,7 @@ def main() -> None:
         engine_only(args)
         return
     if args.smoke:
-        args.burst, args.seconds = 6, 2.0
+        args.burst, args.seconds, args.submitters = 6, 2.0, 2
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"engine": engine_rate(args, dict(os.environ))}
     print("engine", json.dumps(results["engine"]), flush=True)
@@ -270,6 +319,15 @@ def main() -> None:
             f"| {name} | {found['workers']} | {b.get('jobs_per_s')} | {share} | {o.get('jobs_per_s')} | "
             f"{o.get('p50_ms')} | {o.get('p95_ms')} | {o.get('p99_ms')} |"
         )
+    for name, found in results.items():
+        for part in ("burst", "open_loop"):
+            row = found.get(part) if isinstance(found, dict) else None
+            if row and row.get("producer_limited"):
+                print(
+                    f"{name}, {part}: the producer, not the farm, was the limit "
+                    f"(submitted {row.get('submitted_per_s')} jobs/s"
+                    + ("; add --submitters)" if part == "open_loop" else ")")
+                )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ from ttsfarm.farm.celeryconf import (
     make_celery,
     queued_jobs,
 )
-from ttsfarm.farm.registry import JobRegistry
+from ttsfarm.farm.registry import JobRegistry, NewJob
 from ttsfarm.storage import Storage, open_storage, storage_at
 
 __all__ = ["Client", "JobSpec", "download"]
@@ -204,17 +204,19 @@ class Client:
         own, or that of the job its key is bound to already). All or none: on any error the
         records made here are dropped."""
         ids: list[str] = []
-        made: list[str] = []
+        made = [request.job_id for request in requests]
         try:
-            for request, key, fingerprint, owner in zip(requests, keys, fingerprints, owners, strict=True):
-                job_id = request.job_id
-                # the record first: a bound key never points at nothing
-                self._registry.created(job_id, fingerprint, owner)
-                made.append(job_id)
+            # every record first, in few round trips: a bound key never points at nothing
+            self._registry.created_many(
+                [
+                    NewJob(job_id, fingerprint, owner)
+                    for job_id, fingerprint, owner in zip(made, fingerprints, owners, strict=True)
+                ]
+            )
+            for job_id, key, fingerprint in zip(made, keys, fingerprints, strict=True):
                 bound = job_id if key is None else self._registry.claim_key(key, job_id, fingerprint)
                 if bound != job_id:  # a repeat of the key's request: answered with that job
                     self._registry.forget(job_id)
-                    made.pop()
                 ids.append(bound)
         except BaseException:
             self._drop(made)
@@ -259,8 +261,7 @@ class Client:
     def _drop(self, job_ids: Sequence[str]) -> None:
         """Forget the records of jobs that were never sent, as far as Redis can be reached."""
         with contextlib.suppress(BrokerUnavailable):
-            for job_id in job_ids:
-                self._registry.forget(job_id)
+            self._registry.forget(*job_ids)
 
     def _check_room(self, adding: int) -> None:
         """:class:`QueueFull` if ``adding`` more jobs would take the queue past its limit. Checked

@@ -17,7 +17,7 @@ from tests.farm.conftest import free_port, waiting
 from ttsfarm.core.errors import BrokerUnavailable, InvalidInput, PermanentError
 from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import TASK_NAME
-from ttsfarm.farm.registry import KEY_PREFIX
+from ttsfarm.farm.registry import KEY_PREFIX, RECORDS_PER_ROUND_TRIP
 
 
 @pytest.fixture
@@ -136,3 +136,15 @@ def test_a_send_that_fails_for_any_reason_fails_its_record(farm: Client, redis_u
     )
     assert queued(redis_url, farm.settings.queue) == 0
     assert farm.submit("Queued at last.", key=key) != request.job_id
+
+
+def test_a_batch_past_one_round_trip_of_records_queues_each_job_once(farm: Client, redis_url: str) -> None:
+    """New records go to Redis a thousand to a round trip: a batch past that records and queues
+    every job, and a key repeated inside the batch answers with the job of its first use."""
+    key = uuid.uuid4().hex
+    specs = [JobSpec(f"Sentence number {n}.") for n in range(RECORDS_PER_ROUND_TRIP + 5)]
+    ids = farm.submit_many([*specs, JobSpec("Keyed.", key=key), JobSpec("Keyed.", key=key)])
+    assert ids[-1] == ids[-2] == bound_job(redis_url, key)
+    assert len(set(ids)) == len(specs) + 1
+    assert {status.state for status in farm.statuses(ids)} == {"queued"}
+    assert queued(redis_url, farm.settings.queue) == len(specs) + 1

@@ -10,7 +10,7 @@ import base64
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import redis
@@ -28,6 +28,16 @@ AUDIO_END: Final = "end"
 """The field of a stream's last entry: the job's state as its worker left it."""
 KEY_PREFIX: Final = "ttsfarm:"
 CONNECT_TIMEOUT_SECONDS: Final = 3.0
+RECORDS_PER_ROUND_TRIP: Final = 1000
+"""New job records written to Redis in one pipeline (about 0.2 MB of commands)."""
+
+
+class NewJob(NamedTuple):
+    """A job to record as queued (:meth:`JobRegistry.created_many`)."""
+
+    job_id: str
+    fingerprint: str | None = None
+    owner: str | None = None
 
 
 _CLAIM_KEY_SCRIPT: Final = """
@@ -137,20 +147,31 @@ class JobRegistry:
             )
         return bound
 
-    def forget(self, job_id: str) -> None:
-        """Drop the record of a job that was never queued."""
-        self._call("delete", self._key(job_id))
+    def forget(self, *job_ids: str) -> None:
+        """Drop the records of jobs that were never queued."""
+        if job_ids:
+            self._call("delete", *map(self._key, job_ids))
 
     def created(self, job_id: str, fingerprint: str | None = None, owner: str | None = None) -> None:
         """Record a job as queued; ``fingerprint`` (:meth:`JobRequest.fingerprint`) lets an
         idempotency key tell a repeat of the request from another one; ``owner`` is who it
         belongs to (the gateway's API key name)."""
-        fields: dict[str, Any] = {"state": "queued", "submitted_at": time.time(), "attempts": 0}
-        if fingerprint:
-            fields["fingerprint"] = fingerprint
-        if owner:
-            fields["owner"] = owner
-        self._update(job_id, **fields)
+        self.created_many([NewJob(job_id, fingerprint, owner)])
+
+    def created_many(self, jobs: Sequence[NewJob]) -> None:
+        """Record many jobs as queued, as :meth:`created`, a thousand to a round trip. Should
+        Redis fail part way, some may be recorded: :meth:`forget` them all."""
+        for start in range(0, len(jobs), RECORDS_PER_ROUND_TRIP):
+            pipe = self._redis.pipeline(transaction=False)
+            for job in jobs[start : start + RECORDS_PER_ROUND_TRIP]:
+                fields: dict[str, Any] = {"state": "queued", "submitted_at": time.time(), "attempts": 0}
+                if job.fingerprint:
+                    fields["fingerprint"] = job.fingerprint
+                if job.owner:
+                    fields["owner"] = job.owner
+                pipe.hset(self._key(job.job_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+                pipe.expire(self._key(job.job_id), RECORD_TTL_SECONDS)
+            self._reach(pipe.execute)
 
     def exists(self, job_id: str) -> bool:
         return bool(self._call("exists", self._key(job_id)))
