@@ -2,6 +2,7 @@
 
     python benchmarks/short_jobs.py --out DIR [--burst 2000] [--fraction 0.7] [--seconds 20]
     python benchmarks/short_jobs.py --out DIR --variants TTSFARM_CONCURRENCY=128   # settings
+    python benchmarks/short_jobs.py --out DIR --variants TTSFARM_CONSUMERS=8 @../before:TTSFARM_CONSUMERS=8
     python benchmarks/short_jobs.py --out DIR --workers-per-gpu 1 2 4   # several workers, one GPU
     python benchmarks/short_jobs.py --out DIR --smoke        # tiny, on the CPU
 
@@ -25,7 +26,9 @@ its end, or an open loop that submitted under 0.9 of the rate asked.
 With --workers-per-gpu N [M ...], each variant runs again with N (then M ...) worker processes
 sharing GPU 0, each with its own engine and batcher. ``TTSFARM_CONSUMERS=N`` as a variant is one
 worker in N consumer processes sharing one engine (``worker/consumers.py``). Both show whether
-the host's per-job work in one interpreter, or the GPU, limits short jobs.
+the host's per-job work in one interpreter, or the GPU, limits short jobs. A variant
+``@DIR:SETTINGS`` runs the worker from the checkout in DIR (the code before a change, for an
+A/B in one run).
 
 Prints a table and writes DIR/short_jobs.json.
 """
@@ -177,6 +180,8 @@ def engine_only(args: argparse.Namespace) -> None:
     synthesizer = build_synthesizer(settings)
     batcher = synthesizer.batcher
     engine = batcher.engine(synthesizer.voice(settings.voice))
+    # timed once the engine's background preparation is done (the one thread runs in order)
+    engine.background.submit(lambda: None, "the wait for the preparation").result()
     items = [item for text in sentences(args.burst) for item in corpus_items(engine.voice, text)]
     items.sort(key=lambda item: len(item.phoneme_ids))
     size = batcher.max_batch
@@ -203,7 +208,10 @@ def engine_only(args: argparse.Namespace) -> None:
 
 
 def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    label = (variant.replace(",", "-").replace("=", "") or "default") + f"-x{count}"
+    tree, _, settings = variant.rpartition(":") if variant.startswith("@") else ("", "", variant)
+    checkout = Path(tree[1:]).resolve() if tree else None
+    label = variant.replace(",", "-").replace("=", "").replace("@", "").replace("/", "_") or "default"
+    label = label.replace(":", "-") + f"-x{count}"
     storage = folder / f"out-{label}"
     env = {
         **os.environ,
@@ -211,7 +219,7 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         "TTSFARM_STORAGE_URL": str(storage),
         "PYTHONUNBUFFERED": "1",
         **({"TTSFARM_CUDA_LAYOUT": "nchw"} if count > 1 else {}),  # NHWC's memory is for one worker a GPU
-        **dict(pair.split("=", 1) for pair in variant.split(",") if pair),
+        **dict(pair.split("=", 1) for pair in settings.split(",") if pair),
     }
     cpu = args.smoke or args.cpu
     names = [
@@ -219,7 +227,7 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
     ]
 
     def start(index: int) -> tuple[subprocess.Popen[bytes], float]:
-        return start_worker(env, folder / f"worker-{label}-{index}.log", cpu, 0, names[index])
+        return start_worker(env, folder / f"worker-{label}-{index}.log", cpu, 0, names[index], checkout)
 
     with ThreadPoolExecutor(count) as pool:
         started = list(pool.map(start, range(count)))

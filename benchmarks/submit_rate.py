@@ -43,8 +43,10 @@ def submit_once(redis_url: str, jobs: int) -> float:
 def measure(checkout: Path, redis_url: str, jobs: int) -> float:
     command = [sys.executable, str(ROOT / "benchmarks" / "submit_rate.py"), "--once", "--jobs", str(jobs)]
     command += ["--redis-url", redis_url]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{checkout}: the submit failed:\n{done.stderr[-2000:]}")
     return float(json.loads(done.stdout.splitlines()[-1])["jobs_per_s"])
 
 
