@@ -16,6 +16,7 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
 - *burst*: --burst jobs submitted at once, by --submitters processes with one
   ``Client.submit_many`` each; jobs/s from the first submit to the last finish. A GPU worker is
   timed once it has prepared its engine in the background.
+  The CPU each stored job cost the worker, its processes, Redis and the whole machine.
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced,
   from --submitters processes; latency of each job from submit to stored, taken from its own
   job record.
@@ -53,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import redis
-from farm_gpu import PROSE, start_profile, start_redis, start_worker, wait_all
+from farm_gpu import PROSE, cpu_seconds, start_profile, start_redis, start_worker, wait_all
 
 from bench.farm import stop_workers
 from producer import Client
@@ -241,7 +242,9 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
             None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
         )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
+        before = cpu_use(worker.pid, args.redis_pid)
         capacity = burst(client, args.burst, args.timeout, args.submitters)
+        capacity["cpu_ms_per_job"] = per_job(before, cpu_use(worker.pid, args.redis_pid), capacity)
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
@@ -253,6 +256,29 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         shutil.rmtree(storage, ignore_errors=True)
     row = {"workers": count, "ready_s": round(ready_s, 1), "prepared_s": prepared_s}
     return {**row, "burst": capacity, "open_loop": loop}
+
+
+def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
+    """CPU seconds so far: the worker's own process (with consumers, the one that owns the
+    engine), its child processes (consumers, text and finishing processes), Redis, and every
+    process of the machine (the producers and this script too)."""
+    import psutil
+
+    own, children = cpu_seconds(worker_pid) or (0.0, 0.0)
+    server = psutil.Process(redis_pid).cpu_times()
+    machine = psutil.cpu_times()
+    busy = sum(getattr(machine, part, 0.0) for part in ("user", "nice", "system", "irq", "softirq"))
+    found = {"worker": own, "its_processes": children, "redis": server.user + server.system, "machine": busy}
+    return {**found, "wall": time.monotonic()}
+
+
+def per_job(before: dict[str, float], after: dict[str, float], row: dict[str, Any]) -> dict[str, float]:
+    """The CPU milliseconds each stored job cost each part, and the machine's busy cores."""
+    jobs = max(row.get("succeeded") or 0, 1)
+    found = {part: round((after[part] - before[part]) * 1000 / jobs, 2) for part in before if part != "wall"}
+    wall = after["wall"] - before["wall"]  # the submitters' start and the last look included
+    found["machine_cores_busy"] = round((after["machine"] - before["machine"]) / wall, 1)
+    return found
 
 
 def wait_prepared(logs: list[Path], timeout: float = 120.0) -> float | None:
@@ -297,6 +323,7 @@ def main() -> None:
     results: dict[str, Any] = {"engine": engine_rate(args, dict(os.environ))}
     print("engine", json.dumps(results["engine"]), flush=True)
     server = start_redis(args.redis_server, args.port)
+    args.redis_pid = server.pid
     try:
         with tempfile.TemporaryDirectory(prefix="ttsfarm-short-") as folder:
             for variant, count in [(v, n) for v in args.variants for n in args.workers_per_gpu]:
@@ -327,6 +354,10 @@ def main() -> None:
             f"| {name} | {found['workers']} | {b.get('jobs_per_s')} | {share} | {o.get('jobs_per_s')} | "
             f"{o.get('p50_ms')} | {o.get('p95_ms')} | {o.get('p99_ms')} |"
         )
+    for name, found in results.items():
+        cpu = found.get("burst", {}).get("cpu_ms_per_job") if isinstance(found, dict) else None
+        if cpu:
+            print(f"{name}, burst: CPU ms per job {json.dumps(cpu)}")
     for name, found in results.items():
         for part in ("burst", "open_loop"):
             row = found.get(part) if isinstance(found, dict) else None
