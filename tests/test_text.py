@@ -70,3 +70,46 @@ def test_sentence_splitting_is_safe_across_threads() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         for _ in range(5):
             assert list(pool.map(split_sentences, texts)) == expected
+
+
+ONE_SENTENCE = [
+    "A prompt with no stop at all",
+    "It ends the usual way.",
+    "Does it ask?!",
+    "He trailed off...",
+    '"Quoted," she said: (quietly) — and left; then came back',
+    "Price 3,50 and 50% of 1/2, said the sign",
+    "",
+    "   ",
+]
+SEVERAL = [
+    "It ended. Then it began.",
+    'She said "no." Then she left.',
+    'at all."',  # pysbd splits the stray closing quote off: left to it
+    "Half-width stops too。 Like this one",
+    "One line\nanother line",
+]
+
+
+@pytest.mark.parametrize("text", ONE_SENTENCE + SEVERAL)
+def test_sentences_are_split_as_pysbd_splits_them(text: str) -> None:
+    import pysbd
+
+    from synthesis.text import split_sentences
+
+    expected = [s.strip() for s in pysbd.Segmenter(language="en", clean=False).segment(text) if s.strip()]
+    assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize("text", ONE_SENTENCE)
+def test_a_text_without_a_stop_inside_it_is_one_sentence_without_pysbd(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pysbd's 0.3-0.6 ms is most of a one-sentence job's text work: such texts skip it."""
+    import synthesis.text
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pysbd was asked to split one sentence")
+
+    monkeypatch.setattr(synthesis.text.pysbd, "Segmenter", refused)
+    assert synthesis.text.split_sentences(text) == ([text.strip()] if text.strip() else [])
