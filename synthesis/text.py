@@ -65,7 +65,7 @@ def normalize(text: str) -> str:
 
 def split_sentences(paragraph: str) -> list[str]:
     text = paragraph.strip()
-    if not _STOP_BEFORE_END.search(text):  # one sentence at most: pysbd would not split it
+    if not _STOP_BEFORE_END.search(text):  # one sentence: pysbd would not split it (docs/decisions/0043)
         return [text] if text else []
     # A new splitter per call: pysbd keeps the text being split on the instance, so one shared
     # between job threads mixes their texts up. Making one costs under a microsecond; splitting
