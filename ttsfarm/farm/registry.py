@@ -118,13 +118,16 @@ class JobRegistry:
 
     def _update(self, job_id: str, count: str | None = None, **fields: Any) -> None:
         """Write ``fields`` (and add one to the ``count`` field) in one round trip."""
-        mapping: dict[Any, Any] = {k: json.dumps(v) for k, v in fields.items()}
         pipe = self._redis.pipeline()
         if count is not None:
             pipe.hincrby(self._key(job_id), count, 1)
-        pipe.hset(self._key(job_id), mapping=mapping)
-        pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
+        self._write(pipe, job_id, fields)
         self._reach(pipe.execute)
+
+    def _write(self, pipe: redis.client.Pipeline, job_id: str, fields: Mapping[str, Any]) -> None:
+        """Add to ``pipe`` the writing of a record's ``fields`` (JSON each), and its new expiry."""
+        pipe.hset(self._key(job_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+        pipe.expire(self._key(job_id), RECORD_TTL_SECONDS)
 
     def claim_key(self, idempotency_key: str, job_id: str, fingerprint: str | None = None) -> str:
         """The job bound to ``idempotency_key``, or ``job_id`` once bound to it.
@@ -169,8 +172,7 @@ class JobRegistry:
                     fields["fingerprint"] = job.fingerprint
                 if job.owner:
                     fields["owner"] = job.owner
-                pipe.hset(self._key(job.job_id), mapping={k: json.dumps(v) for k, v in fields.items()})
-                pipe.expire(self._key(job.job_id), RECORD_TTL_SECONDS)
+                self._write(pipe, job.job_id, fields)
             self._reach(pipe.execute)
 
     def exists(self, job_id: str) -> bool:
