@@ -54,7 +54,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import redis
-from farm_gpu import PROSE, cpu_seconds, start_profile, start_redis, start_worker, wait_all
+from farm_gpu import (
+    PROSE,
+    cpu_seconds,
+    machine_busy_seconds,
+    start_profile,
+    start_redis,
+    start_worker,
+    wait_all,
+)
 
 from bench.farm import stop_workers
 from producer import Client
@@ -181,8 +189,7 @@ def engine_only(args: argparse.Namespace) -> None:
     synthesizer = build_synthesizer(settings)
     batcher = synthesizer.batcher
     engine = batcher.engine(synthesizer.voice(settings.voice))
-    # timed once the engine's background preparation is done (the one thread runs in order)
-    engine.background.submit(lambda: None, "the wait for the preparation").result()
+    engine.background.wait()  # timed once the engine is prepared
     items = [item for text in sentences(args.burst) for item in corpus_items(engine.voice, text)]
     items.sort(key=lambda item: len(item.phoneme_ids))
     size = batcher.max_batch
@@ -242,9 +249,10 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
             None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
         )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
-        before = cpu_use(worker.pid, args.redis_pid)
+        before, began = cpu_use(worker.pid, args.redis_pid), time.monotonic()
         capacity = burst(client, args.burst, args.timeout, args.submitters)
-        capacity["cpu_ms_per_job"] = per_job(before, cpu_use(worker.pid, args.redis_pid), capacity)
+        after, wall = cpu_use(worker.pid, args.redis_pid), time.monotonic() - began  # submitters' start too
+        capacity["cpu_ms_per_job"] = per_job(before, after, capacity["succeeded"], wall)
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
@@ -266,17 +274,18 @@ def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
 
     own, children = cpu_seconds(worker_pid) or (0.0, 0.0)
     server = psutil.Process(redis_pid).cpu_times()
-    machine = psutil.cpu_times()
-    busy = sum(getattr(machine, part, 0.0) for part in ("user", "nice", "system", "irq", "softirq"))
-    found = {"worker": own, "its_processes": children, "redis": server.user + server.system, "machine": busy}
-    return {**found, "wall": time.monotonic()}
+    return {
+        "worker": own,
+        "its_processes": children,
+        "redis": server.user + server.system,
+        "machine": machine_busy_seconds(),
+    }
 
 
-def per_job(before: dict[str, float], after: dict[str, float], row: dict[str, Any]) -> dict[str, float]:
-    """The CPU milliseconds each stored job cost each part, and the machine's busy cores."""
-    jobs = max(row.get("succeeded") or 0, 1)
-    found = {part: round((after[part] - before[part]) * 1000 / jobs, 2) for part in before if part != "wall"}
-    wall = after["wall"] - before["wall"]  # the submitters' start and the last look included
+def per_job(before: dict[str, float], after: dict[str, float], jobs: int, wall: float) -> dict[str, float]:
+    """The CPU milliseconds each of ``jobs`` cost each part, and the machine's busy cores over
+    ``wall`` seconds."""
+    found = {part: round((after[part] - before[part]) * 1000 / max(jobs, 1), 2) for part in before}
     found["machine_cores_busy"] = round((after["machine"] - before["machine"]) / wall, 1)
     return found
 
