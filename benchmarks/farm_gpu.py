@@ -163,6 +163,14 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
     return own.user + own.system, children
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine has spent busy so far (not idle, not waiting)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(getattr(times, part, 0.0) for part in ("user", "nice", "system", "irq", "softirq"))
+
+
 def peak_memory_mib(pid: int) -> dict[str, float]:
     """The worker's peak resident memory (``VmHWM``, its own process) and the GPU memory used on
     the whole machine, every GPU and process (nvidia-smi, where there is one), in MiB."""

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import psutil
 import redis
-from farm_gpu import job_texts, start_redis, start_worker, wait_all
+from farm_gpu import job_texts, machine_busy_seconds, start_redis, start_worker, wait_all
 
 from bench.farm import stop_workers
 from producer import Client
@@ -57,17 +57,14 @@ def worker_items(client: Client) -> dict[str, float]:
 
 
 def run_round(client: Client, texts: list[str], timeout: float) -> dict[str, Any]:
-    cpu_before = psutil.cpu_times()
+    busy_before = machine_busy_seconds()
     ids = client.submit_many([JobSpec(text, format="flac") for text in texts])
     statuses = wait_all(client, ids, timeout)
-    cpu_after = psutil.cpu_times()
+    busy = machine_busy_seconds() - busy_before
     ok = [s for s in statuses if s.state == "succeeded" and s.result]
     first = min(s.submitted_at or 0.0 for s in statuses)
     last = max((s.finished_at or 0.0) for s in ok) if ok else first
     wall = last - first
-    busy = sum(
-        getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("user", "system", "nice", "irq", "softirq")
-    )
     waits = [(s.started_at or 0.0) - (s.submitted_at or 0.0) for s in ok if s.started_at and s.submitted_at]
     totals = [(s.finished_at or 0.0) - (s.submitted_at or 0.0) for s in ok]
     audio = sum(s.result.duration for s in ok if s.result)

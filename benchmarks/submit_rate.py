@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import uuid
 from pathlib import Path
 
 import redis
+
+from bench.checkouts import checkout_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,8 +44,7 @@ def submit_once(redis_url: str, jobs: int) -> float:
 def measure(checkout: Path, redis_url: str, jobs: int) -> float:
     command = [sys.executable, str(ROOT / "benchmarks" / "submit_rate.py"), "--once", "--jobs", str(jobs)]
     command += ["--redis-url", redis_url]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True)
+    done = subprocess.run(command, env=checkout_env(checkout), cwd=checkout, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"{checkout}: the submit failed:\n{done.stderr[-2000:]}")
     return float(json.loads(done.stdout.splitlines()[-1])["jobs_per_s"])

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.farm.conftest import free_port
+from tests.farm.conftest import REDIS_SERVER, free_port
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
@@ -96,3 +97,21 @@ def test_book_benchmark_on_the_cpu(tmp_path: Path, where: list[str]) -> None:
     for kind, figures in result["final_files"].items():  # each chapter, as the final files hold it
         assert -18.5 <= figures["lufs"][0] <= figures["lufs"][1] <= -17.5, (kind, figures)
         assert figures["dbtp_max"] <= -1.0, (kind, figures)
+
+
+def test_submit_rate_benchmark_times_this_checkout_against_another(tmp_path: Path) -> None:
+    """``submit_rate.py`` queues jobs from this checkout and from another (here a copy of this
+    one) in processes of their own, on a Redis database it empties again."""
+    copy = tmp_path / "copy"
+    for package in ("producer", "ttsfarm"):
+        shutil.copytree(BENCHMARKS.parent / package, copy / package)
+    url = f"{REDIS_SERVER}/7"  # a database of its own: the script empties it
+    command = [sys.executable, str(BENCHMARKS / "submit_rate.py"), "--jobs", "30", "--repeats", "1"]
+    done = subprocess.run(
+        [*command, "--checkout", str(copy), "--redis-url", url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [row[1].strip() for row in rows] == ["this one", str(copy)]
+    assert all(float(row[2]) > 0 for row in rows)
+    assert redis.Redis.from_url(url).dbsize() == 0
