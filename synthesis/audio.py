@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 import numpy as np
 import soundfile as sf
@@ -44,19 +44,18 @@ AudioListener = Callable[[np.ndarray], None]
 
 
 class SegmentWriter:
-    """Encodes segments and pauses into an audio file as they arrive, and records where each
-    one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
+    """Encodes segments and pauses into an audio file (or an open one) as they arrive, and
+    records where each one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
     the end, and the file on disk only ever holds the encoded audio."""
 
     def __init__(
         self,
-        path: Path,
+        target: Path | IO[bytes],
         sample_rate: int,
         audio_format: str = "wav",
         tags: Tags | None = None,
         listener: AudioListener | None = None,
     ) -> None:
-        self.path = path
         self.listener = listener
         """Told every block of samples as it is written (a streamed job's publisher)."""
         self.sample_rate = sample_rate
@@ -64,7 +63,7 @@ class SegmentWriter:
         self.timings: list[SegmentTiming] = []
         container, subtype = AUDIO_FORMATS[audio_format]
         self._file = sf.SoundFile(
-            path, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
+            target, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
         )
         if tags is not None:
             write_tags(self._file, tags)

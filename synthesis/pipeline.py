@@ -15,12 +15,12 @@ from synthesis.audio import AudioListener, SegmentWriter
 from synthesis.batching import SegmentBatcher
 from synthesis.engine import EngineItem, Scales, Spoken
 from synthesis.frontend import TextFrontend
-from synthesis.scratch import job_folder
+from synthesis.scratch import job_buffer, job_folder
 from synthesis.text import Segment
 from synthesis.word_timings import even_frames, word_marks
 from ttsfarm.core.breaks import PAUSE_SENTENCE
 from ttsfarm.core.errors import InvalidInput, raise_if_cancelled
-from ttsfarm.core.files import sha256_file
+from ttsfarm.core.files import sha256_and_size
 from ttsfarm.core.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOptions
 from ttsfarm.core.processes import HelperPool
 from ttsfarm.core.synth_file import BLOCK_SECONDS, Tags, finish
@@ -147,33 +147,43 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made. With a loudness the speech goes to a WAV file first, which is
+        first segment is made. The audio is encoded as it is spoken, in memory while it is small
+        (``synthesis.scratch.job_buffer``). With a loudness the speech goes to a WAV file first, which is
         then mastered and encoded (``ttsfarm.core.synth_file.finish``, in blocks: memory stays
         bounded), in one of the :attr:`finishing` processes where there are some. ``listener`` is
         told the speech as it is written, segment by segment, before any mastering."""
         voice, segments = self._stream(request, preload=True)
-        with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
-            encoded = folder / f"speech.{request.format}"
-            mastered = request.loudness is not None
-            if mastered:  # lossless until mastered
-                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav", listener=listener)
-            else:
-                writer = SegmentWriter(encoded, voice.sample_rate, request.format, tags, listener)
+        content_type = CONTENT_TYPES[request.format]
+
+        def speak(writer: SegmentWriter) -> None:
             try:
                 self._speak(voice, request, segments, writer, progress, cancelled)
             finally:
                 writer.close()
-            raise_if_cancelled(cancelled)
-            if mastered:
-                work = (writer.path, writer.timings, encoded, request.format, request.loudness, tags)
+
+        if request.loudness is None:  # encoded as it is spoken, in memory while it is small
+            with job_buffer(self.temp_dir) as buffer:
+                writer = SegmentWriter(buffer, voice.sample_rate, request.format, tags, listener)
+                speak(writer)
+                buffer.raise_failure()
+                raise_if_cancelled(cancelled)
+                digest, size = sha256_and_size(buffer)
+                stored = storage.put(buffer, key, content_type, digest)
+        else:  # lossless until mastered, in a folder a finishing process can reach
+            with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
+                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav", listener=listener)
+                speak(writer)
+                raise_if_cancelled(cancelled)
+                spoken, encoded = folder / "spoken.wav", folder / f"speech.{request.format}"
+                work = (spoken, writer.timings, encoded, request.format, request.loudness, tags)
                 if self.finishing is None:
                     finish(*work, BLOCK_SECONDS, cancelled)
                 else:
                     self.finishing.run_in(folder, finish, *work, BLOCK_SECONDS, cancelled=cancelled)
                 raise_if_cancelled(cancelled)
-            digest = sha256_file(encoded)
-            size = encoded.stat().st_size
-            stored = storage.put(encoded, key, CONTENT_TYPES[request.format], digest)
+                with encoded.open("rb") as handle:
+                    digest, size = sha256_and_size(handle)
+                stored = storage.put(encoded, key, content_type, digest)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
         return JobResult(
             job_id=request.job_id,

@@ -1,7 +1,11 @@
-"""Job temp folders that a killed worker does not leak.
+"""Job temp space that a killed worker does not leak: an encoding buffer, and temp folders.
 
-Each job's folder ``ttsfarm-XXXX`` has a lock file ``ttsfarm-XXXX.lock`` beside it, locked
-(``flock``) by the process that uses the folder. The kernel drops the lock when that process
+A job's audio is encoded into a :class:`SpillBuffer`: memory while it is small, then a temp
+file without a name, which the kernel removes however the process ends.
+
+Where a file needs a name (another process masters it), the job gets a folder ``ttsfarm-XXXX``
+with a lock file ``ttsfarm-XXXX.lock`` beside it, locked (``flock``) by the process that uses
+the folder. The kernel drops the lock when that process
 ends, however it ends, so a folder whose lock can be taken belongs to no live process: a worker
 removes such folders when it starts. Workers that share a temp folder (on one host, or in
 containers sharing a volume) never remove each other's live folders.
@@ -26,6 +30,10 @@ log = logging.getLogger(__name__)
 
 TEMP_PREFIX: Final = "ttsfarm-"
 LOCK_SUFFIX: Final = ".lock"
+IN_MEMORY_AUDIO_BYTES: Final = 4 * 2**20
+"""A job's encoded audio stays in memory up to this size (about 95 s of WAV, 3 minutes of
+FLAC): a one-sentence job touches no disk. Longer audio moves to a temp file, so a consumer
+running 32 jobs holds at most 128 MiB of them."""
 LOW_SPACE_BYTES: Final = 16 * 2**20
 """Below this much free space, a write that failed in a job folder is taken for a full disk:
 libsndfile and encoders report one as a bare "System error"."""
@@ -45,18 +53,66 @@ def job_folder(parent: str | None = None) -> Iterator[Path]:
         raise _space_error(where, error) or error from None
     folder = Path(lock.removesuffix(LOCK_SUFFIX))
     try:
-        folder.mkdir()
-        yield folder
-    except Exception as error:
         # looked at before the folder goes: what the job wrote still fills the disk
-        fault = None if isinstance(error, TtsfarmError) else _space_error(where, error, folder)
-        if fault is None:
-            raise
-        raise fault from error
+        with _space_errors_named(parent, folder):
+            folder.mkdir()
+            yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         Path(lock).unlink(missing_ok=True)
         os.close(fd)  # last: the lock guards the folder until it is gone
+
+
+class SpillBuffer(tempfile.SpooledTemporaryFile[bytes]):
+    """A file in memory up to ``max_size`` bytes, then a temp file without a name under ``dir``.
+
+    The encoder that writes into it (libsndfile, through callbacks) cannot pass an error on: it
+    would go on and close a broken file. So a write that fails (the temp disk is full) is kept,
+    later writes are dropped, and :meth:`raise_failure` raises it once the encoder is done."""
+
+    failure: OSError | None = None
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.failure is not None:
+            return 0
+        try:
+            return super().write(data)
+        except OSError as error:
+            self.failure = error
+            return 0
+
+    def raise_failure(self) -> None:
+        """Raise the write error kept, if there was one."""
+        if self.failure is not None:
+            raise self.failure
+
+
+@contextmanager
+def job_buffer(parent: str | None = None, max_bytes: int = IN_MEMORY_AUDIO_BYTES) -> Iterator[SpillBuffer]:
+    """A :class:`SpillBuffer` that moves to ``parent`` (the system's temp folder by default)
+    past ``max_bytes``. A failure that came from the disk under it is raised as
+    :class:`TempSpaceUnavailable`, as :func:`job_folder` does."""
+    with SpillBuffer(max_bytes, dir=parent) as buffer, _space_errors_named(parent):
+        try:
+            yield buffer
+        except Exception as error:  # the encoder stumbled on the write it could not report
+            if buffer.failure is None:
+                raise
+            raise buffer.failure from error
+
+
+@contextmanager
+def _space_errors_named(parent: str | None, folder: Path | None = None) -> Iterator[None]:
+    """Raise a failure that came from the temp disk (full, over quota, read-only) as
+    :class:`TempSpaceUnavailable`: it passes when space is freed, so the job is retried."""
+    try:
+        yield
+    except Exception as error:
+        where = parent or tempfile.gettempdir()
+        fault = None if isinstance(error, TtsfarmError) else _space_error(where, error, folder)
+        if fault is None:
+            raise
+        raise fault from error
 
 
 def _space_error(where: str, error: Exception, folder: Path | None = None) -> TempSpaceUnavailable | None:

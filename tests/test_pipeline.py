@@ -102,6 +102,23 @@ def test_temp_files_removed_after_success_and_failure(engine, tmp_path: Path) ->
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.wav"]
 
 
+def test_a_short_job_touches_no_temp_disk(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A sentence's audio is encoded in memory and stored from there: the job runs even where
+    its temp folder does not exist, and what is stored is what its result describes."""
+    with Batcher(lambda v: engine) as batcher:
+        synthesizer = Synthesizer(batcher, temp_dir=str(tmp_path / "not-there"))
+        for audio_format in ("flac", "ogg"):
+            result = synthesizer.synthesize(
+                JobRequest("Hello there.", format=audio_format),
+                LocalStorage(tmp_path / "out"),
+                f"a.{audio_format}",
+            )
+            stored = Path(result.location)
+            assert stored.stat().st_size == result.size and files.sha256_file(stored) == result.sha256
+            assert sf.info(str(stored)).duration == pytest.approx(result.duration, abs=0.001)
+    assert not (tmp_path / "not-there").exists()
+
+
 def test_progress_is_reported(synthesizer: Synthesizer, tmp_path: Path) -> None:
     seen = []
     synthesizer.synthesize(

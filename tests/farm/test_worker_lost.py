@@ -36,8 +36,9 @@ def test_job_of_a_killed_worker_is_finished_by_another(s3_endpoint: str, s3, tmp
     with Client(settings) as client, job_folder(str(temp)) as live, _stopped_at_the_end(doomed):
         # about 150 s of speech, made a segment at a time: a CPU worker is still on it for many
         # seconds after its first segment (the text alone, made in batches of 8, was once done
-        # between two looks)
-        job_id = client.submit("\n\n".join([EXAMPLE] * 2), length_scale=0.5)
+        # between two looks). Given a loudness, it is spoken into a temp folder (a finishing
+        # process masters it there); a job without one leaves no named file to sweep.
+        job_id = client.submit("\n\n".join([EXAMPLE] * 2), length_scale=0.5, loudness=-20)
 
         def running_with_a_segment_done() -> bool:
             status = client.status(job_id)  # one read: the state and the progress together

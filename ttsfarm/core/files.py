@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from ttsfarm.core.errors import InvalidInput, StorageUnavailable, TtsfarmError
 
@@ -31,9 +31,24 @@ def slug(text: str, fallback: str) -> str:
     return cleaned or fallback
 
 
+HASH_CHUNK_BYTES: Final = 2**20
+
+
 def sha256_file(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def sha256_and_size(handle: IO[bytes]) -> tuple[str, int]:
+    """The SHA-256 and size of everything in an open file, read from its start; it is left at
+    its start for the next reader."""
+    handle.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := handle.read(HASH_CHUNK_BYTES):
+        digest.update(chunk)
+        size += len(chunk)
+    handle.seek(0)
+    return digest.hexdigest(), size
 
 
 PASSING_ERRNOS: Final = frozenset(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final, Protocol
+from typing import IO, Final, Protocol
 
 STREAM_CHUNK_BYTES: Final = 64 * 1024
 """Size of the pieces :meth:`Storage.stream` yields."""
@@ -24,7 +24,10 @@ class StoredObject:
 class Storage(Protocol):
     """A place to put finished audio under a key, atomically: whole or not at all."""
 
-    def put(self, source: Path, key: str, content_type: str, sha256: str) -> StoredObject: ...
+    def put(self, source: Path | IO[bytes], key: str, content_type: str, sha256: str) -> StoredObject:
+        """Store a file, or everything in an open one (read from its start), under ``key``;
+        ``sha256`` is its digest, kept with it."""
+        ...
 
     def fetch(self, key: str, target: Path) -> None: ...
 
@@ -50,7 +53,7 @@ class Storage(Protocol):
         ...
 
 
-def read_chunks(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+def read_chunks(handle: IO[bytes], size: int | None = None) -> Iterator[bytes]:
     """Yield a file's bytes (``size`` of them at most, from where it stands) in
     :data:`STREAM_CHUNK_BYTES` pieces, closing it at the end (or when the reader stops early)."""
     left = size

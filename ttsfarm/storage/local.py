@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from ttsfarm.core.errors import InvalidInput, JobNotFound, StorageRejected, TtsfarmError
 from ttsfarm.core.files import atomic_target, sha256_file, write_atomic, write_error
@@ -16,14 +18,17 @@ class LocalStorage:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._resolved_root = self.root.resolve()  # once: resolving costs a look at every folder above
 
     def _path(self, key: str) -> Path:
-        path = (self.root / key).resolve()
-        if not path.is_relative_to(self.root.resolve()):
+        path = Path(os.path.normpath(self._resolved_root / key))  # by name: ".." cannot climb out
+        if not path.is_relative_to(self._resolved_root):
             raise ValueError(f"storage key {key!r} leaves the storage folder")
         return path
 
-    def put(self, source: Path, key: str, content_type: str = "", sha256: str = "") -> StoredObject:
+    def put(
+        self, source: Path | IO[bytes], key: str, content_type: str = "", sha256: str = ""
+    ) -> StoredObject:
         target = self._path(key)
         try:
             _copy_atomically(source, target)
@@ -84,10 +89,15 @@ def _rejected(error: TtsfarmError) -> TtsfarmError:
     )
 
 
-def _copy_atomically(source: Path, target: Path) -> None:
+def _copy_atomically(source: Path | IO[bytes], target: Path) -> None:
     """Copy to a temp file beside ``target``, then rename: readers see all of it or none."""
     try:
         with atomic_target(target) as temp:
-            shutil.copyfile(source, temp)
+            if isinstance(source, Path):
+                shutil.copyfile(source, temp)
+            else:
+                source.seek(0)
+                with temp.open("wb") as copy:
+                    shutil.copyfileobj(source, copy)
     except OSError as error:
         raise write_error(target, error) from None
