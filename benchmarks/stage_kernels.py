@@ -133,7 +133,7 @@ def main() -> None:
         "stage": args.stage,
         "rows": args.rows,
         "ids": max(len(item.phoneme_ids) for item in batch),
-        "frames": planned[0][0].shape[1],
+        "frames": planned[0].frames,
         "runs": args.runs,
         "wall_ms_per_run": round(wall / args.runs * 1000, 2),
         "gpu_busy_ms_per_run": round(busy_us(kernels) / args.runs / 1000, 2),

@@ -62,8 +62,17 @@ class SegmentWriter:
         self.frames = 0
         self.timings: list[SegmentTiming] = []
         container, subtype = AUDIO_FORMATS[audio_format]
+        # An open file is handed over as its descriptor, which libsndfile writes itself: as a file
+        # object, each block would be a call back into Python for the interpreter's lock, and
+        # with 32 jobs in flight that halved the farm (docs/benchmarks.md, run 50).
         self._file = sf.SoundFile(
-            target, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
+            target if isinstance(target, Path) else target.fileno(),
+            "w",
+            samplerate=sample_rate,
+            channels=1,
+            format=container,
+            subtype=subtype,
+            closefd=False,
         )
         if tags is not None:
             write_tags(self._file, tags)

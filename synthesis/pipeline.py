@@ -15,7 +15,7 @@ from synthesis.audio import AudioListener, SegmentWriter
 from synthesis.batching import SegmentBatcher
 from synthesis.engine import EngineItem, Scales, Spoken
 from synthesis.frontend import TextFrontend
-from synthesis.scratch import job_buffer, job_folder
+from synthesis.scratch import job_file, job_folder
 from synthesis.text import Segment
 from synthesis.word_timings import even_frames, word_marks
 from ttsfarm.core.breaks import PAUSE_SENTENCE
@@ -147,8 +147,8 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made. The audio is encoded as it is spoken, in memory while it is small
-        (``synthesis.scratch.job_buffer``). With a loudness the speech goes to a WAV file first, which is
+        first segment is made. The audio is encoded as it is spoken into a temp file without a
+        name (``synthesis.scratch.job_file``). With a loudness the speech goes to a WAV file first, which is
         then mastered and encoded (``ttsfarm.core.synth_file.finish``, in blocks: memory stays
         bounded), in one of the :attr:`finishing` processes where there are some. ``listener`` is
         told the speech as it is written, segment by segment, before any mastering."""
@@ -161,14 +161,13 @@ class Synthesizer:
             finally:
                 writer.close()
 
-        if request.loudness is None:  # encoded as it is spoken, in memory while it is small
-            with job_buffer(self.temp_dir) as buffer:
-                writer = SegmentWriter(buffer, voice.sample_rate, request.format, tags, listener)
+        if request.loudness is None:  # encoded as it is spoken, into a file with no name to remove
+            with job_file(self.temp_dir) as file:
+                writer = SegmentWriter(file, voice.sample_rate, request.format, tags, listener)
                 speak(writer)
-                buffer.raise_failure()
                 raise_if_cancelled(cancelled)
-                digest, size = sha256_and_size(buffer)
-                stored = storage.put(buffer, key, content_type, digest)
+                digest, size = sha256_and_size(file)
+                stored = storage.put(file, key, content_type, digest)
         else:  # lossless until mastered, in a folder a finishing process can reach
             with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
                 writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav", listener=listener)

@@ -1,7 +1,7 @@
-"""Job temp space that a killed worker does not leak: an encoding buffer, and temp folders.
+"""Job temp space that a killed worker does not leak: temp files without a name, and folders.
 
-A job's audio is encoded into a :class:`SpillBuffer`: memory while it is small, then a temp
-file without a name, which the kernel removes however the process ends.
+A job's audio is encoded into a temp file without a name (:func:`job_file`): there is nothing
+to create or remove around it, and the kernel frees it however the process ends.
 
 Where a file needs a name (another process masters it), the job gets a folder ``ttsfarm-XXXX``
 with a lock file ``ttsfarm-XXXX.lock`` beside it, locked (``flock``) by the process that uses
@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from ttsfarm.core.errors import TempSpaceUnavailable, TtsfarmError
 
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 TEMP_PREFIX: Final = "ttsfarm-"
 LOCK_SUFFIX: Final = ".lock"
-IN_MEMORY_AUDIO_BYTES: Final = 4 * 2**20
-"""A job's encoded audio stays in memory up to this size (about 95 s of WAV, 3 minutes of
-FLAC): a one-sentence job touches no disk. Longer audio moves to a temp file, so a consumer
-running 32 jobs holds at most 128 MiB of them."""
 LOW_SPACE_BYTES: Final = 16 * 2**20
 """Below this much free space, a write that failed in a job folder is taken for a full disk:
 libsndfile and encoders report one as a bare "System error"."""
@@ -63,42 +59,13 @@ def job_folder(parent: str | None = None) -> Iterator[Path]:
         os.close(fd)  # last: the lock guards the folder until it is gone
 
 
-class SpillBuffer(tempfile.SpooledTemporaryFile[bytes]):
-    """A file in memory up to ``max_size`` bytes, then a temp file without a name under ``dir``.
-
-    The encoder that writes into it (libsndfile, through callbacks) cannot pass an error on: it
-    would go on and close a broken file. So a write that fails (the temp disk is full) is kept,
-    later writes are dropped, and :meth:`raise_failure` raises it once the encoder is done."""
-
-    failure: OSError | None = None
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        if self.failure is not None:
-            return 0
-        try:
-            return super().write(data)
-        except OSError as error:
-            self.failure = error
-            return 0
-
-    def raise_failure(self) -> None:
-        """Raise the write error kept, if there was one."""
-        if self.failure is not None:
-            raise self.failure
-
-
 @contextmanager
-def job_buffer(parent: str | None = None, max_bytes: int = IN_MEMORY_AUDIO_BYTES) -> Iterator[SpillBuffer]:
-    """A :class:`SpillBuffer` that moves to ``parent`` (the system's temp folder by default)
-    past ``max_bytes``. A failure that came from the disk under it is raised as
-    :class:`TempSpaceUnavailable`, as :func:`job_folder` does."""
-    with SpillBuffer(max_bytes, dir=parent) as buffer, _space_errors_named(parent):
-        try:
-            yield buffer
-        except Exception as error:  # the encoder stumbled on the write it could not report
-            if buffer.failure is None:
-                raise
-            raise buffer.failure from error
+def job_file(parent: str | None = None) -> Iterator[IO[bytes]]:
+    """An open temp file without a name under ``parent`` (the system's temp folder by default):
+    nothing to remove, and nothing left behind however the process ends. A failure that came
+    from the disk under it is raised as :class:`TempSpaceUnavailable`, as :func:`job_folder` does."""
+    with _space_errors_named(parent), tempfile.TemporaryFile(dir=parent) as file:
+        yield file
 
 
 @contextmanager

@@ -102,21 +102,25 @@ def test_temp_files_removed_after_success_and_failure(engine, tmp_path: Path) ->
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.wav"]
 
 
-def test_a_short_job_touches_no_temp_disk(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A sentence's audio is encoded in memory and stored from there: the job runs even where
-    its temp folder does not exist, and what is stored is what its result describes."""
+def test_a_job_leaves_no_named_temp_file_even_while_it_runs(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The audio goes into a temp file without a name and is stored from there: what is stored
+    is what the result describes, in every format."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    named: list[str] = []
     with Batcher(lambda v: engine) as batcher:
-        synthesizer = Synthesizer(batcher, temp_dir=str(tmp_path / "not-there"))
+        synthesizer = Synthesizer(batcher, temp_dir=str(temp))
         for audio_format in ("flac", "ogg"):
             result = synthesizer.synthesize(
-                JobRequest("Hello there.", format=audio_format),
+                JobRequest("Hello there. And again.", format=audio_format),
                 LocalStorage(tmp_path / "out"),
                 f"a.{audio_format}",
+                progress=lambda p: named.extend(path.name for path in temp.iterdir()),
             )
             stored = Path(result.location)
             assert stored.stat().st_size == result.size and files.sha256_file(stored) == result.sha256
             assert sf.info(str(stored)).duration == pytest.approx(result.duration, abs=0.001)
-    assert not (tmp_path / "not-there").exists()
+    assert named == []
 
 
 def test_progress_is_reported(synthesizer: Synthesizer, tmp_path: Path) -> None:
