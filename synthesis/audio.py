@@ -45,8 +45,8 @@ AudioListener = Callable[[np.ndarray], None]
 
 class SegmentWriter:
     """Encodes segments and pauses into an audio file (or an open one) as they arrive, and
-    records where each one sits. Encoding as the job goes spreads it over the job instead of leaving it all to
-    the end, and the file on disk only ever holds the encoded audio."""
+    records where each one sits. Encoding as the job goes spreads it over the job instead of
+    leaving it all to the end, and the file on disk only ever holds the encoded audio."""
 
     def __init__(
         self,

@@ -5,10 +5,10 @@ to create or remove around it, and the kernel frees it however the process ends.
 
 Where a file needs a name (another process masters it), the job gets a folder ``ttsfarm-XXXX``
 with a lock file ``ttsfarm-XXXX.lock`` beside it, locked (``flock``) by the process that uses
-the folder. The kernel drops the lock when that process
-ends, however it ends, so a folder whose lock can be taken belongs to no live process: a worker
-removes such folders when it starts. Workers that share a temp folder (on one host, or in
-containers sharing a volume) never remove each other's live folders.
+the folder. The kernel drops the lock when that process ends, however it ends, so a folder whose
+lock can be taken belongs to no live process: a worker removes such folders when it starts.
+Workers that share a temp folder (on one host, or in containers sharing a volume) never remove
+each other's live folders.
 """
 
 from __future__ import annotations
