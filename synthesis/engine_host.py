@@ -26,25 +26,36 @@ from ttsfarm.core.voices import Voice
 log = logging.getLogger(__name__)
 
 SOCKET_NAME: Final = "engine.sock"
+WAITING_CONSUMERS: Final = 64
+"""Connections the socket holds before :meth:`EngineHost.serve` takes them: every consumer's."""
 _STOP: Final = object()
 
 
 class EngineHost:
-    """Serves ``batcher`` on a Unix socket in a private folder under ``temp_dir``."""
+    """Serves ``batcher`` on a Unix socket in a private folder under ``temp_dir``.
 
-    def __init__(self, batcher: SegmentBatcher, on_gpu: bool, temp_dir: str | None = None) -> None:
+    The socket is there from the start, so consumers can be started (and connect) while the
+    engine still loads; their connections wait until :meth:`serve`."""
+
+    facts: HostFacts
+    """What consumers are told about the engine; set by :meth:`serve`."""
+
+    def __init__(self, batcher: SegmentBatcher, temp_dir: str | None = None) -> None:
         self.batcher = batcher
-        self.facts = HostFacts(batcher.max_batch, batcher.runners, on_gpu, os.getpid())
         self.authkey = os.urandom(32)
         self._folder = tempfile.mkdtemp(prefix="ttsfarm-engine-", dir=temp_dir)
         self.address = os.path.join(self._folder, SOCKET_NAME)
-        self._listener = Listener(self.address, FAMILY, authkey=self.authkey)
+        self._listener = Listener(self.address, FAMILY, backlog=WAITING_CONSUMERS, authkey=self.authkey)
         self._links: list[_Link] = []
         self._links_lock = threading.Lock()
         self._closed = False
         self._batches = 0
         batcher.observe(self._batch_ran)
         self._acceptor = threading.Thread(target=self._accept, name="ttsfarm-engine-host", daemon=True)
+
+    def serve(self, on_gpu: bool) -> None:
+        """Take consumers from now on: the engine is loaded (``on_gpu``: on a GPU)."""
+        self.facts = HostFacts(self.batcher.max_batch, self.batcher.runners, on_gpu, os.getpid())
         self._acceptor.start()
 
     def close(self) -> None:

@@ -30,9 +30,37 @@ TEXTS = [f"Consumer sentence {n}, spoken by the shared engine." for n in range(1
 @pytest.fixture
 def host(engine: Engine, tmp_path: Path) -> Iterator[EngineHost]:
     with Batcher(lambda voice: engine, max_batch=4, max_wait=0.05) as batcher:
-        served = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        served = EngineHost(batcher, temp_dir=str(tmp_path))
+        served.serve(on_gpu=False)
         yield served
         served.close()
+
+
+def test_consumers_that_connect_before_the_engine_is_served_wait_for_it(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A worker starts its consumers while its engine loads: their connections wait on the
+    socket, then each is told the engine's facts."""
+    with Batcher(lambda voice: engine, max_batch=4, max_wait=0.05) as batcher:
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+        try:
+            connected: list[RemoteBatcher] = []
+            waiting = [
+                threading.Thread(target=lambda: connected.append(RemoteBatcher(host.address, host.authkey)))
+                for _ in range(3)
+            ]
+            for thread in waiting:
+                thread.start()
+            time.sleep(0.5)
+            assert connected == [] and all(thread.is_alive() for thread in waiting)
+            host.serve(on_gpu=False)
+            for thread in waiting:
+                thread.join(10)
+            assert len(connected) == 3 and all(c.host.on_gpu is False and c.max_batch == 4 for c in connected)
+            for consumer in connected:
+                consumer.close()
+        finally:
+            host.close()
 
 
 @pytest.mark.slow
@@ -86,7 +114,8 @@ def test_the_hosts_errors_reach_the_consumer_as_they_were(voice: Voice, tmp_path
     (tmp_path / "garbage.onnx.json").write_text(voice.config_path.read_text())
     broken = resolve_voice(str(tmp_path / "garbage.onnx"))
     with Batcher(lambda v: Engine.load(v, EngineOptions(provider="cpu"))) as batcher:
-        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+        host.serve(on_gpu=False)
         consumer = RemoteBatcher(host.address, host.authkey)
         with pytest.raises(VoiceNotFound, match="is not a Piper voice model"):
             consumer.engine(broken)
@@ -117,7 +146,8 @@ def test_a_lost_host_fails_what_waits_and_says_so_once(
     lost = threading.Event()
     calls: list[int] = []
     with Batcher(lambda v: gated, max_wait=0.0) as batcher:  # type: ignore[arg-type,return-value]
-        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+        host.serve(on_gpu=False)
         consumer = RemoteBatcher(host.address, host.authkey, on_lost=lambda: (calls.append(1), lost.set()))
         waiting = consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC)
         host.close()
@@ -136,7 +166,8 @@ def test_a_cancelled_segment_never_runs_in_the_host(
 ) -> None:
     gated = GatedEngine(engine)
     with Batcher(lambda v: gated, max_batch=1, max_wait=0.0) as batcher:  # type: ignore[arg-type,return-value]
-        host = EngineHost(batcher, on_gpu=False, temp_dir=str(tmp_path))
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+        host.serve(on_gpu=False)
         consumer = RemoteBatcher(host.address, host.authkey)
         running = consumer.submit(voice, EngineItem(phonemizer.ids(TEXTS[0])), DETERMINISTIC)
         deadline = time.monotonic() + 30

@@ -26,10 +26,12 @@ import logging
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from multiprocessing.connection import wait
 from types import FrameType
+from typing import Final
 
 from synthesis.build import build_synthesizer, consumer_synthesizer
 from synthesis.engine_host import EngineHost
@@ -39,6 +41,9 @@ from worker.app import default_hostname, prewarmed, run_worker
 
 log = logging.getLogger(__name__)
 
+CONSUMER_STOP_SECONDS: Final = 10.0
+"""How long a consumer still starting is given to stop when the engine cannot be loaded."""
+
 
 def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str = "INFO") -> int:
     """Load the engine here, serve it to ``settings.consumers`` consumer processes until they
@@ -46,19 +51,23 @@ def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str
     settings = prewarmed(settings)
     synthesizer = build_synthesizer(settings)
     try:
-        engine = synthesizer.batcher.engine(synthesizer.voice(settings.voice))
-        host = EngineHost(synthesizer.batcher, engine.on_gpu, settings.temp_dir)
-        log.info(
-            "engine ready for %d consumers: voice %s on %s, %s, %s; batches of up to %d",
-            settings.consumers,
-            engine.voice.name,
-            engine.provider,
-            engine.precision,
-            engine.kind,
-            synthesizer.batcher.max_batch,
-        )
+        host = EngineHost(synthesizer.batcher, settings.temp_dir)
+
+        def serve() -> None:  # while the consumers start: they wait on the socket for it
+            engine = synthesizer.batcher.engine(synthesizer.voice(settings.voice))
+            host.serve(engine.on_gpu)
+            log.info(
+                "engine ready for %d consumers: voice %s on %s, %s, %s; batches of up to %d",
+                settings.consumers,
+                engine.voice.name,
+                engine.provider,
+                engine.precision,
+                engine.kind,
+                synthesizer.batcher.max_batch,
+            )
+
         try:
-            return _supervise(settings, hostname or default_hostname(settings), loglevel, host)
+            return _supervise(settings, hostname or default_hostname(settings), loglevel, host, serve)
         finally:
             host.close()
     finally:
@@ -71,7 +80,11 @@ def consumer_settings(settings: Settings, number: int) -> Settings:
     return replace(settings, metrics_port=port)
 
 
-def _supervise(settings: Settings, name: str, loglevel: str, host: EngineHost) -> int:
+def _supervise(
+    settings: Settings, name: str, loglevel: str, host: EngineHost, serve: Callable[[], None]
+) -> int:
+    """Start the consumers, then ``serve`` (the engine loads meanwhile: a consumer's start, its
+    imports and Celery's, is a few seconds of its own), then wait for them to stop."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no CUDA state forked
     link = (host.address, host.authkey)
     consumers = [
@@ -100,6 +113,16 @@ def _supervise(settings: Settings, name: str, loglevel: str, host: EngineHost) -
             consumer.start()
         if stopping:  # a signal that came while one was starting found no pid to send to
             stop_all(signal.SIGTERM)
+        try:
+            serve()
+        except BaseException:  # no engine: the consumers waiting for it stop with this process
+            stop_all(signal.SIGTERM)
+            for consumer in consumers:
+                if consumer.pid is not None:
+                    consumer.join(CONSUMER_STOP_SECONDS)
+                    if consumer.exitcode is None:
+                        consumer.kill()
+            raise
         running = [consumer for consumer in consumers if consumer.pid is not None]
         while running:
             ended = wait([consumer.sentinel for consumer in running])

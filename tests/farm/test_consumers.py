@@ -14,11 +14,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
+import pytest
 
 from producer import Client
 from producer.client import JobSpec
 from tests.farm.conftest import WorkerProcess, farm_env, wait_for
 from ttsfarm.farm.celeryconf import worker_nodes
+
+LISTENING = "00010000"
+"""The flags of a listening socket in ``/proc/net/unix``."""
 
 
 def consumers_of(worker: WorkerProcess) -> list[psutil.Process]:
@@ -109,3 +113,38 @@ def test_when_the_engine_process_dies_its_consumers_stop_and_the_job_is_retried(
         assert "the engine process is gone" in (tmp_path / "host-dies.log").read_text()
     finally:
         worker.stop()
+
+
+def test_consumers_started_beside_an_engine_that_fails_to_load_stop_with_it(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The consumers start while the engine loads and wait on its socket; if it cannot load,
+    none is left behind."""
+    from synthesis.batcher import Batcher
+    from synthesis.engine_host import EngineHost
+    from ttsfarm.core.settings import Settings
+    from worker.consumers import _supervise
+
+    settings = Settings(broker_url=redis_url, storage_url=str(tmp_path / "out"), consumers=2, provider="cpu")
+    started: list[psutil.Process] = []
+
+    def waiting_on(address: str) -> int:
+        """Connections to ``address`` not accepted yet: the kernel lists them under its path."""
+        lines = Path("/proc/net/unix").read_text().splitlines()
+        return sum(1 for line in lines if line.endswith(f" {address}") and line.split()[3] != LISTENING)
+
+    with Batcher(lambda voice: None) as batcher:  # type: ignore[arg-type,return-value]
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+
+        def serve() -> None:  # fails once both consumers have started and wait on the socket
+            wait_for(lambda: waiting_on(host.address) == 2, 60, "the consumers to connect")
+            started.extend(c for c in psutil.Process().children() if "spawn_main" in " ".join(c.cmdline()))
+            raise RuntimeError("the engine could not be loaded")
+
+        try:
+            with pytest.raises(RuntimeError, match="could not be loaded"):
+                _supervise(settings, "failing", "INFO", host, serve)
+        finally:
+            host.close()
+    assert len(started) == 2
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in started)
