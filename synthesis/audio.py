@@ -75,7 +75,11 @@ class SegmentWriter:
             closefd=False,
         )
         if tags is not None:
-            write_tags(self._file, tags)
+            try:
+                write_tags(self._file, tags)
+            except BaseException:  # closed now: later, its descriptor may be another file's
+                self._file.close()
+                raise
 
     def append(
         self, wave: np.ndarray, text: str, pause_after: float, marks: tuple[int, ...] = ()

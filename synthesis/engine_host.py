@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 SOCKET_NAME: Final = "engine.sock"
 WAITING_CONSUMERS: Final = 64
-"""Connections the socket holds before :meth:`EngineHost.serve` takes them: every consumer's."""
+"""Connections the socket holds before :meth:`EngineHost.serve` takes them (more consumers
+than this wait in their ``connect`` instead)."""
 _STOP: Final = object()
 
 
@@ -60,10 +61,10 @@ class EngineHost:
 
     def close(self) -> None:
         """Stop taking consumers and close every link (the batcher is the caller's to close)."""
-        self._listener.close()
         with self._links_lock:
             self._closed = True
             links, self._links = self._links, []
+        self._listener.close()
         for link in links:
             link.close()
         shutil.rmtree(self._folder, ignore_errors=True)
@@ -72,9 +73,10 @@ class EngineHost:
         while True:
             try:
                 connection = self._listener.accept()
-            except OSError:  # closed
-                return
-            except Exception as error:  # a wrong key, a peer that hung up mid-handshake
+            except Exception as error:  # closed; or a wrong key, a peer that hung up mid-handshake
+                with self._links_lock:
+                    if self._closed:
+                        return
                 log.warning("engine host: refused a connection (%s)", error)
                 continue
             link = _Link(connection, self)

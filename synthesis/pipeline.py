@@ -147,8 +147,8 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made. The audio is encoded as it is spoken into a temp file without a
-        name (``synthesis.scratch.job_file``). With a loudness the speech goes to a WAV file
+        first segment is made. Without a loudness, the audio is encoded as it is spoken into a temp
+        file without a name (``synthesis.scratch.job_file``). With a loudness the speech goes to a WAV file
         first, which is then mastered and encoded (``ttsfarm.core.synth_file.finish``, in
         blocks: memory stays bounded), in one of the :attr:`finishing` processes where there are
         some. ``listener`` is told the speech as it is written, segment by segment, before any

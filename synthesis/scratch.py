@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 TEMP_PREFIX: Final = "ttsfarm-"
 LOCK_SUFFIX: Final = ".lock"
 LOW_SPACE_BYTES: Final = 16 * 2**20
-"""Below this much free space, a write that failed in a job folder is taken for a full disk:
+"""Below this much free space, a write that failed in a job's file or folder is taken for a full disk:
 libsndfile and encoders report one as a bare "System error"."""
 
 
@@ -64,7 +64,10 @@ def job_file(parent: str | None = None) -> Iterator[IO[bytes]]:
     """An open temp file without a name under ``parent`` (the system's temp folder by default):
     nothing to remove, and nothing left behind however the process ends. A failure that came
     from the disk under it is raised as :class:`TempSpaceUnavailable`, as :func:`job_folder` does."""
-    with _space_errors_named(parent), tempfile.TemporaryFile(dir=parent) as file:
+    with _space_errors_named(parent):
+        file = tempfile.TemporaryFile(dir=parent)  # noqa: SIM115 - closed below, after the look
+    # The file closes last: a failure is looked at while what the job wrote still fills the disk.
+    with file, _space_errors_named(parent):
         yield file
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synthesis.engine import Engine
 
 SENTENCES = [
@@ -26,3 +28,16 @@ class EngineWrapper:
 
     def close(self) -> None:
         """Nothing: the engine stays open for the tests after this one."""
+
+
+LISTENING_SOCKET_FLAGS = "00010000"
+"""The flags of a listening socket in ``/proc/net/unix``."""
+
+
+def waiting_connections(address: str) -> int:
+    """Connections to the Unix socket at ``address`` that it has not accepted yet: the kernel
+    lists them under its path (Linux)."""
+    lines = Path("/proc/net/unix").read_text().splitlines()
+    return sum(
+        1 for line in lines if line.endswith(f" {address}") and line.split()[3] != LISTENING_SOCKET_FLAGS
+    )

@@ -3,6 +3,7 @@ with the real CPU engine (host and consumer in this one process; the farm test r
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,7 +19,7 @@ from synthesis.engine_link import EngineLost, RemoteBatcher
 from synthesis.phonemes import Phonemizer
 from synthesis.pipeline import Synthesizer
 from tests.conftest import DETERMINISTIC
-from tests.helpers_engine import EngineWrapper
+from tests.helpers_engine import EngineWrapper, waiting_connections
 from ttsfarm.core.errors import VoiceNotFound
 from ttsfarm.core.jobs import JobRequest
 from ttsfarm.core.voices import Voice, resolve_voice
@@ -51,14 +52,33 @@ def test_consumers_that_connect_before_the_engine_is_served_wait_for_it(
             ]
             for thread in waiting:
                 thread.start()
-            time.sleep(0.5)
-            assert connected == [] and all(thread.is_alive() for thread in waiting)
+            deadline = time.monotonic() + 10
+            while waiting_connections(host.address) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert waiting_connections(host.address) == 3 and connected == []
             host.serve(on_gpu=False)
             for thread in waiting:
                 thread.join(10)
             assert len(connected) == 3 and all(c.host.on_gpu is False and c.max_batch == 4 for c in connected)
             for consumer in connected:
                 consumer.close()
+        finally:
+            host.close()
+
+
+def test_a_consumer_gone_before_the_engine_is_served_does_not_stop_the_others(
+    engine: Engine, tmp_path: Path
+) -> None:
+    with Batcher(lambda voice: engine, max_batch=4, max_wait=0.05) as batcher:
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+        try:
+            gone = socket.socket(socket.AF_UNIX)
+            gone.connect(host.address)
+            gone.close()  # it hangs up before the handshake
+            host.serve(on_gpu=False)
+            consumer = RemoteBatcher(host.address, host.authkey)
+            assert consumer.max_batch == 4
+            consumer.close()
         finally:
             host.close()
 

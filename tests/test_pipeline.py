@@ -110,7 +110,7 @@ def test_a_job_leaves_no_named_temp_file_even_while_it_runs(engine, tmp_path: Pa
     named: list[str] = []
     with Batcher(lambda v: engine) as batcher:
         synthesizer = Synthesizer(batcher, temp_dir=str(temp))
-        for audio_format in ("flac", "ogg"):
+        for audio_format in ("wav", "flac", "mp3", "ogg"):
             result = synthesizer.synthesize(
                 JobRequest("Hello there. And again.", format=audio_format),
                 LocalStorage(tmp_path / "out"),

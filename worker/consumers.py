@@ -95,14 +95,16 @@ def _supervise(
         )
         for n, node in enumerate(worker_nodes(name, settings.consumers), start=1)
     ]
-    stopping = False
+    stopping = loading = False
 
-    def stop_all(signum: int, _: FrameType | None = None) -> None:
+    def stop_all(signum: int, frame: FrameType | None = None) -> None:
         nonlocal stopping
         stopping = True
         for consumer in consumers:
             if consumer.pid is not None and consumer.exitcode is None:
                 os.kill(consumer.pid, signum)
+        if loading and frame is not None:  # a signal while the engine loads: no waiting for it
+            raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, stop_all) for sig in (signal.SIGTERM, signal.SIGINT)}
     failed = False
@@ -113,16 +115,21 @@ def _supervise(
             consumer.start()
         if stopping:  # a signal that came while one was starting found no pid to send to
             stop_all(signal.SIGTERM)
-        try:
-            serve()
-        except BaseException:  # no engine: the consumers waiting for it stop with this process
-            stop_all(signal.SIGTERM)
-            for consumer in consumers:
-                if consumer.pid is not None:
-                    consumer.join(CONSUMER_STOP_SECONDS)
-                    if consumer.exitcode is None:
-                        consumer.kill()
-            raise
+        else:
+            try:
+                loading = True
+                serve()
+                loading = False
+            except BaseException:  # no engine: the consumers waiting for it stop with this process
+                loading = False
+                stop_all(signal.SIGTERM)
+                for consumer in consumers:
+                    if consumer.pid is not None:
+                        consumer.join(CONSUMER_STOP_SECONDS)
+                        if consumer.exitcode is None:
+                            consumer.kill()
+                            consumer.join()
+                raise
         running = [consumer for consumer in consumers if consumer.pid is not None]
         while running:
             ended = wait([consumer.sentinel for consumer in running])
@@ -140,7 +147,9 @@ def _supervise(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 1 if failed or any(c.exitcode for c in consumers if c.pid is not None) else 0
+    # A consumer told to stop before its Celery could take the signal ends by it: that is a stop.
+    stopped = (0, -signal.SIGTERM, -signal.SIGINT) if stopping else (0,)
+    return 1 if failed or any(c.exitcode not in stopped for c in consumers if c.pid is not None) else 0
 
 
 def _consume(settings: Settings, name: str, loglevel: str, address: str, authkey: bytes) -> None:

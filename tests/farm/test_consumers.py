@@ -19,10 +19,8 @@ import pytest
 from producer import Client
 from producer.client import JobSpec
 from tests.farm.conftest import WorkerProcess, farm_env, wait_for
+from tests.helpers_engine import waiting_connections
 from ttsfarm.farm.celeryconf import worker_nodes
-
-LISTENING = "00010000"
-"""The flags of a listening socket in ``/proc/net/unix``."""
 
 
 def consumers_of(worker: WorkerProcess) -> list[psutil.Process]:
@@ -127,18 +125,15 @@ def test_consumers_started_beside_an_engine_that_fails_to_load_stop_with_it(
 
     settings = Settings(broker_url=redis_url, storage_url=str(tmp_path / "out"), consumers=2, provider="cpu")
     started: list[psutil.Process] = []
-
-    def waiting_on(address: str) -> int:
-        """Connections to ``address`` not accepted yet: the kernel lists them under its path."""
-        lines = Path("/proc/net/unix").read_text().splitlines()
-        return sum(1 for line in lines if line.endswith(f" {address}") and line.split()[3] != LISTENING)
+    before = {child.pid for child in psutil.Process().children()}
 
     with Batcher(lambda voice: None) as batcher:  # type: ignore[arg-type,return-value]
         host = EngineHost(batcher, temp_dir=str(tmp_path))
 
         def serve() -> None:  # fails once both consumers have started and wait on the socket
-            wait_for(lambda: waiting_on(host.address) == 2, 60, "the consumers to connect")
-            started.extend(c for c in psutil.Process().children() if "spawn_main" in " ".join(c.cmdline()))
+            wait_for(lambda: waiting_connections(host.address) == 2, 60, "the consumers to connect")
+            spawned = (c for c in psutil.Process().children() if "spawn_main" in " ".join(c.cmdline()))
+            started.extend(c for c in spawned if c.pid not in before)
             raise RuntimeError("the engine could not be loaded")
 
         try:
@@ -148,3 +143,39 @@ def test_consumers_started_beside_an_engine_that_fails_to_load_stop_with_it(
             host.close()
     assert len(started) == 2
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in started)
+
+
+def test_a_stop_asked_while_the_engine_loads_does_not_wait_for_the_load(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """SIGTERM while the engine loads: the consumers waiting for it stop, and so does the
+    worker, as it would have before its consumers started (exit status 128 + 15)."""
+    from synthesis.batcher import Batcher
+    from synthesis.engine_host import EngineHost
+    from ttsfarm.core.settings import Settings
+    from worker.consumers import _supervise
+
+    settings = Settings(broker_url=redis_url, storage_url=str(tmp_path / "out"), consumers=2, provider="cpu")
+    before = {child.pid for child in psutil.Process().children()}
+
+    with Batcher(lambda voice: None) as batcher:  # type: ignore[arg-type,return-value]
+        host = EngineHost(batcher, temp_dir=str(tmp_path))
+
+        def serve() -> None:  # a load that would take a minute, stopped once the consumers wait
+            wait_for(lambda: waiting_connections(host.address) == 2, 60, "the consumers to connect")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)
+
+        started = time.monotonic()
+        try:
+            with pytest.raises(SystemExit) as stopped:
+                _supervise(settings, "stopped", "INFO", host, serve)
+        finally:
+            host.close()
+    assert stopped.value.code == 128 + signal.SIGTERM and time.monotonic() - started < 30
+    spawned = [
+        c
+        for c in psutil.Process().children()
+        if c.pid not in before and "spawn_main" in " ".join(c.cmdline())
+    ]
+    assert not [c for c in spawned if c.status() != psutil.STATUS_ZOMBIE]

@@ -1,5 +1,6 @@
-"""Storing an object, from a file or from an open one (a job's audio encoded in memory): on a
-real S3 endpoint over HTTP, in one request or in parts, and in a local folder."""
+"""Storing an object, from a file or from an open one (a job's unnamed temp file): on a real S3
+endpoint over HTTP, in one request or through boto3's transfer manager (which sends larger
+objects in parts), and in a local folder."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ DATA = bytes(range(256)) * 4096  # 1 MiB
 DIGEST = hashlib.sha256(DATA).hexdigest()
 
 
-@pytest.mark.parametrize("in_parts", [False, True], ids=["one request", "in parts"])
+@pytest.mark.parametrize("in_parts", [False, True], ids=["one request", "transfer manager"])
 @pytest.mark.parametrize("from_file", [False, True], ids=["open file", "file"])
 def test_s3_stores_what_it_is_given_with_its_digest(  # type: ignore[no-untyped-def]
     s3_endpoint: str, s3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_parts: bool, from_file: bool
@@ -53,3 +54,25 @@ def test_a_local_folder_stores_an_open_file_and_keeps_keys_inside(tmp_path: Path
         storage.put(io.BytesIO(DATA), "../outside.flac", "audio/flac", DIGEST)
     assert not (tmp_path / "outside.flac").exists()
     assert storage.get_bytes("book/../book/part.flac") == DATA
+
+
+def test_one_request_carries_the_digest_the_store_checks() -> None:
+    """The store refuses a body whose SHA-256 is not the one sent (moto, the test endpoint,
+    does not check it): the request must carry the digest as S3 spells it, base64 of its bytes."""
+    import base64
+
+    from botocore.stub import Stubber
+
+    client = s3_storage.make_client("http://127.0.0.1:9", "us-east-1")
+    expected = {
+        "Bucket": BUCKET,
+        "Key": "objects/a.wav",
+        "Body": DATA,
+        "ChecksumSHA256": base64.b64encode(hashlib.sha256(DATA).digest()).decode(),
+        "ContentType": "audio/wav",
+        "Metadata": {"sha256": DIGEST},
+    }
+    with Stubber(client) as stub:
+        stub.add_response("put_object", {}, expected)
+        s3_storage.S3Storage(client, BUCKET, "objects/").put(io.BytesIO(DATA), "a.wav", "audio/wav", DIGEST)
+        stub.assert_no_pending_responses()

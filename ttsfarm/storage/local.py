@@ -21,7 +21,9 @@ class LocalStorage:
         self._resolved_root = self.root.resolve()  # once: resolving costs a look at every folder above
 
     def _path(self, key: str) -> Path:
-        path = Path(os.path.normpath(self._resolved_root / key))  # by name: ".." cannot climb out
+        # By name: ".." cannot climb out. A link inside the folder is followed (only whoever
+        # runs the storage can make one).
+        path = Path(os.path.normpath(self._resolved_root / key))
         if not path.is_relative_to(self._resolved_root):
             raise ValueError(f"storage key {key!r} leaves the storage folder")
         return path
