@@ -64,6 +64,7 @@ from farm_gpu import (
     wait_all,
 )
 
+from bench.engines import until_prepared
 from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
@@ -189,7 +190,7 @@ def engine_only(args: argparse.Namespace) -> None:
     synthesizer = build_synthesizer(settings)
     batcher = synthesizer.batcher
     engine = batcher.engine(synthesizer.voice(settings.voice))
-    engine.background.wait()  # timed once the engine is prepared
+    until_prepared(engine.background)  # timed once the engine is prepared
     items = [item for text in sentences(args.burst) for item in corpus_items(engine.voice, text)]
     items.sort(key=lambda item: len(item.phoneme_ids))
     size = batcher.max_batch

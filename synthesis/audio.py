@@ -64,7 +64,7 @@ class SegmentWriter:
         container, subtype = AUDIO_FORMATS[audio_format]
         # An open file is handed over as its descriptor, which libsndfile writes itself: as a file
         # object, each block would be a call back into Python for the interpreter's lock, and
-        # with 32 jobs in flight that halved the farm (docs/benchmarks.md, run 50).
+        # with 32 jobs in flight that halved the farm (docs/decisions/0044).
         self._file = sf.SoundFile(
             target if isinstance(target, Path) else target.fileno(),
             "w",

@@ -7,11 +7,10 @@ what waits and ends the step under way at its next check."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 log = logging.getLogger(__name__)
@@ -53,12 +52,6 @@ class Background:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
             return self._pool.submit(step)
-
-    def wait(self) -> None:
-        """Return once everything given so far has run (at once, once closed): a benchmark times
-        a prepared engine."""
-        with contextlib.suppress(CancelledError):
-            self.submit(lambda: None, "the wait for the work before it").result()
 
     def close(self) -> None:
         """Take nothing more, drop what waits, and wait for the step under way (which stops at

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Final
+from typing import IO, Final
 
 from synthesis.audio import AudioListener, SegmentWriter
 from synthesis.batching import SegmentBatcher
@@ -25,7 +25,7 @@ from ttsfarm.core.jobs import CONTENT_TYPES, JobRequest, JobResult, SynthesisOpt
 from ttsfarm.core.processes import HelperPool
 from ttsfarm.core.synth_file import BLOCK_SECONDS, Tags, finish
 from ttsfarm.core.voices import Voice, resolve_voice
-from ttsfarm.storage import Storage
+from ttsfarm.storage import Storage, StoredObject
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +147,14 @@ class Synthesizer:
 
         Segments are made as synthesis goes (a few batches ahead), so the first audio does not
         wait for the whole text to be phonemized. The voice's engine starts loading before the
-        first segment is made. Without a loudness, the audio is encoded as it is spoken into a temp
-        file without a name (``synthesis.scratch.job_file``). With a loudness the speech goes to a WAV file
-        first, which is then mastered and encoded (``ttsfarm.core.synth_file.finish``, in
-        blocks: memory stays bounded), in one of the :attr:`finishing` processes where there are
-        some. ``listener`` is told the speech as it is written, segment by segment, before any
-        mastering."""
+        first segment is made. Without a loudness, the audio is encoded as it is spoken into a
+        temp file without a name (``synthesis.scratch.job_file``). With a loudness the speech
+        goes to a WAV file first, which is then mastered and encoded
+        (``ttsfarm.core.synth_file.finish``, in blocks: memory stays bounded), in one of the
+        :attr:`finishing` processes where there are some. Either way the file is hashed and
+        stored from the one open file. ``listener`` is told the speech as it is written, segment
+        by segment, before any mastering."""
         voice, segments = self._stream(request, preload=True)
-        content_type = CONTENT_TYPES[request.format]
 
         def speak(writer: SegmentWriter) -> None:
             try:
@@ -162,28 +162,29 @@ class Synthesizer:
             finally:
                 writer.close()
 
+        def store(file: IO[bytes]) -> tuple[StoredObject, str, int]:
+            raise_if_cancelled(cancelled)
+            digest, size = sha256_and_size(file)
+            return storage.put(file, key, CONTENT_TYPES[request.format], digest), digest, size
+
         if request.loudness is None:  # encoded as it is spoken, into a file with no name to remove
             with job_file(self.temp_dir) as file:
                 writer = SegmentWriter(file, voice.sample_rate, request.format, tags, listener)
                 speak(writer)
-                raise_if_cancelled(cancelled)
-                digest, size = sha256_and_size(file)
-                stored = storage.put(file, key, content_type, digest)
+                stored, digest, size = store(file)
         else:  # lossless until mastered, in a folder a finishing process can reach
             with job_folder(self.temp_dir) as folder:  # locked to this process: swept if it is killed
-                writer = SegmentWriter(folder / "spoken.wav", voice.sample_rate, "wav", listener=listener)
+                spoken, encoded = folder / "spoken.wav", folder / f"speech.{request.format}"
+                writer = SegmentWriter(spoken, voice.sample_rate, "wav", listener=listener)
                 speak(writer)
                 raise_if_cancelled(cancelled)
-                spoken, encoded = folder / "spoken.wav", folder / f"speech.{request.format}"
                 work = (spoken, writer.timings, encoded, request.format, request.loudness, tags)
                 if self.finishing is None:
                     finish(*work, BLOCK_SECONDS, cancelled)
                 else:
                     self.finishing.run_in(folder, finish, *work, BLOCK_SECONDS, cancelled=cancelled)
-                raise_if_cancelled(cancelled)
-                with encoded.open("rb") as handle:
-                    digest, size = sha256_and_size(handle)
-                stored = storage.put(encoded, key, content_type, digest)
+                with encoded.open("rb") as file:
+                    stored, digest, size = store(file)
         log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
         return JobResult(
             job_id=request.job_id,

@@ -42,11 +42,8 @@ def job_folder(parent: str | None = None) -> Iterator[Path]:
 
     A failure that came from the disk under it (full, over quota, read-only) is raised as
     :class:`TempSpaceUnavailable`: it passes when space is freed, so the job is retried."""
-    where = parent or tempfile.gettempdir()
-    try:
+    with _space_errors_named(parent):
         fd, lock = _locked_file(parent)
-    except OSError as error:
-        raise _space_error(where, error) or error from None
     folder = Path(lock.removesuffix(LOCK_SUFFIX))
     try:
         # looked at before the folder goes: what the job wrote still fills the disk

@@ -155,20 +155,3 @@ def test_a_capture_waits_for_the_batches_and_builds_on_the_device(
     batch.__enter__()
     _finishes_only_after(lambda: batch.__exit__(None, None, None), lambda: engine.waveform.capture(*shape))
     assert engine.waveform.captured(*shape)
-
-
-def test_waiting_returns_once_the_work_given_before_has_run() -> None:
-    from synthesis.background import Background
-
-    background = Background("ttsfarm-test")
-    held, done = threading.Event(), []
-    background.submit(lambda: held.wait(WAIT) and done.append(1), "a test's hold")
-    waiting = threading.Thread(target=background.wait)
-    waiting.start()
-    waiting.join(0.3)
-    assert waiting.is_alive() and not done  # the hold is still under way
-    held.set()
-    waiting.join(WAIT)
-    assert not waiting.is_alive() and done == [1]
-    background.close()
-    background.wait()  # closed: returns at once

@@ -1,4 +1,5 @@
-"""Shape buckets, the bucketed engine and the benchmark table, on the CPU with the real voice."""
+"""Shape buckets, the bucketed engine, the benchmark table and a benchmark's wait for a
+prepared engine, on the CPU with the real voice."""
 
 from __future__ import annotations
 
@@ -87,3 +88,24 @@ def test_bench_command_on_cpu(tmp_path: Path) -> None:
     assert TABLE_HEADER in result.output
     assert "batch 1, short sentence" in result.output
     assert (tmp_path / "out.json").is_file()
+
+
+def test_a_benchmark_waits_until_the_preparation_given_before_has_run() -> None:
+    import threading
+
+    from bench.engines import until_prepared
+    from synthesis.background import Background
+
+    wait = 60.0
+    background = Background("ttsfarm-test")
+    held, done = threading.Event(), []
+    background.submit(lambda: held.wait(wait) and done.append(1), "a test's hold")
+    waiting = threading.Thread(target=until_prepared, args=(background,))
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and not done  # the hold is still under way
+    held.set()
+    waiting.join(wait)
+    assert not waiting.is_alive() and done == [1]
+    background.close()
+    until_prepared(background)  # closed: returns at once

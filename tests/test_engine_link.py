@@ -76,9 +76,14 @@ def test_a_consumer_gone_before_the_engine_is_served_does_not_stop_the_others(
             gone.connect(host.address)
             gone.close()  # it hangs up before the handshake
             host.serve(on_gpu=False)
-            consumer = RemoteBatcher(host.address, host.authkey)
-            assert consumer.max_batch == 4
-            consumer.close()
+            connected: list[RemoteBatcher] = []
+            joining = threading.Thread(
+                target=lambda: connected.append(RemoteBatcher(host.address, host.authkey)), daemon=True
+            )
+            joining.start()
+            joining.join(10)
+            assert connected and connected[0].max_batch == 4, "the next consumer was never taken"
+            connected[0].close()
         finally:
             host.close()
 

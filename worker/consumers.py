@@ -97,16 +97,19 @@ def _supervise(
     ]
     stopping = loading = False
 
-    def stop_all(signum: int, frame: FrameType | None = None) -> None:
+    def stop_all(signum: int) -> None:
         nonlocal stopping
         stopping = True
         for consumer in consumers:
             if consumer.pid is not None and consumer.exitcode is None:
                 os.kill(consumer.pid, signum)
-        if loading and frame is not None:  # a signal while the engine loads: no waiting for it
+
+    def on_signal(signum: int, _: FrameType | None) -> None:
+        stop_all(signum)
+        if loading:  # the engine is still loading: no waiting for it
             raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, stop_all) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     failed = False
     try:
         for consumer in consumers:

@@ -36,7 +36,7 @@ HASH_CHUNK_BYTES: Final = 2**20
 
 def sha256_file(path: Path) -> str:
     with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        return sha256_and_size(handle)[0]
 
 
 def sha256_and_size(handle: IO[bytes]) -> tuple[str, int]:

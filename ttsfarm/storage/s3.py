@@ -124,7 +124,8 @@ class S3Storage:
 
     def put(self, source: Path | IO[bytes], key: str, content_type: str, sha256: str) -> StoredObject:
         object_key = self.object_key(key)
-        what = f"upload of s3://{self.bucket}/{object_key}"
+        location = f"s3://{self.bucket}/{object_key}"
+        stored, what = StoredObject(location=location, url=self.url(object_key)), f"upload of {location}"
         size = source.stat().st_size if isinstance(source, Path) else _size(source)
         extra: dict[str, Any] = {"ContentType": content_type, "Metadata": {SHA256_METADATA: sha256}}
         try:
@@ -134,7 +135,7 @@ class S3Storage:
                 self.client.put_object(
                     Bucket=self.bucket, Key=object_key, Body=body, ChecksumSHA256=checksum, **extra
                 )
-                return StoredObject(location=f"s3://{self.bucket}/{object_key}", url=self.url(object_key))
+                return stored
             extra["ChecksumAlgorithm"] = "SHA256"  # the store verifies every part against it on receipt
             if isinstance(source, Path):
                 self.client.upload_file(str(source), self.bucket, object_key, ExtraArgs=extra)
@@ -150,7 +151,7 @@ class S3Storage:
         if head["ContentLength"] != size or head["Metadata"].get(SHA256_METADATA) != sha256:
             self._delete(object_key)
             raise StorageUnavailable(f"{what}: the stored object does not match what was sent")
-        return StoredObject(location=f"s3://{self.bucket}/{object_key}", url=self.url(object_key))
+        return stored
 
     def _delete(self, object_key: str) -> None:
         try:
