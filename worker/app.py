@@ -33,6 +33,7 @@ from ttsfarm.core.errors import SettingsError
 from ttsfarm.core.settings import NO_BROKER_MESSAGE, PROBE_TIMEOUT_SECONDS, Settings
 from ttsfarm.farm.celeryconf import finish_queue, make_celery
 from worker.broker import install as install_broker_workaround
+from worker.listening import listen_now
 from worker.resources import WorkerResources
 from worker.tasks import register_tasks
 
@@ -103,6 +104,9 @@ def run_worker(
             f"--hostname={name}",
             f"--loglevel={loglevel}",
             "--task-events",
+            # Mingle asks the other workers for revoked task ids and their clocks, and waits a
+            # second for answers at every start; ttsfarm revokes nothing and orders nothing by them.
+            "--without-mingle",
         ]
     )
     # Celery's worker_main drops its worker's exit status: it is read when the worker shuts down.
@@ -162,6 +166,7 @@ def _connect_signals(resources: WorkerResources) -> None:
         resources.synthesizer  # noqa: B018
         resources.gate.attach(sender)
         resources.taking_jobs.set()
+        listen_now(sender)  # a ping sent when the worker says ready must be heard
 
     worker_init.connect(check_pool, weak=False)
     task_received.connect(lease, weak=False)
