@@ -185,7 +185,8 @@ class Synthesizer:
                     self.finishing.run_in(folder, finish, *work, BLOCK_SECONDS, cancelled=cancelled)
                 with encoded.open("rb") as file:
                     stored, digest, size = store(file)
-        log.info("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
+        # DEBUG: a farm worker's Celery logs each job's end with its location and duration already
+        log.debug("job %s: %.1f s of audio in %s", request.job_id, writer.duration, stored.location)
         return JobResult(
             job_id=request.job_id,
             location=stored.location,

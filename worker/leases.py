@@ -20,6 +20,7 @@ import redis
 from kombu.transport.redis import Channel
 
 from ttsfarm.farm.registry import connect
+from worker.broker import SETTLED
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ class Leases:
             pipe.execute()
         except redis.exceptions.RedisError as error:  # the acknowledgement may still land
             log.warning("could not settle the message of job %s: %s", task_id, error)
+        else:
+            SETTLED.add(tag)  # its acknowledgement need not remove it again
 
     def renew(self) -> int:
         """Renew every held lease now; how many messages were still out (acknowledged ones are
