@@ -56,6 +56,7 @@ def make_app(settings: Settings, build: SynthesizerFactory | None = None) -> Cel
     settings = prewarmed(settings)
     install_broker_workaround()
     app = make_celery(settings)
+    app.conf.worker_consumer = "worker.event_batches:Consumer"  # task events sent in batches
     resources = WorkerResources(settings, app, build)
     app.ttsfarm_resources = resources
     register_tasks(app, resources)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import redis
+from celery import Celery
 
 from producer import Client
 from tests.farm.conftest import EXAMPLE, WorkerProcess, farm_env, queue_lists, wait_for, waiting
@@ -39,6 +44,49 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace(
     assert (status.state, status.attempts) == ("succeeded", 1)
     assert exited < 120, "the worker waited for its job, not for the whole grace"
     print(f"worker exited {exited:.1f} s after SIGTERM, its job finished")
+
+
+@contextmanager
+def task_events(redis_url: str) -> Iterator[list[dict[str, Any]]]:
+    """The farm's events as a monitor (Flower) receives them, from every worker on this Redis."""
+    seen: list[dict[str, Any]] = []
+    app = Celery(broker=redis_url)
+    stopped = threading.Event()
+
+    def receive() -> None:
+        with app.connection() as connection:
+            receiver = app.events.Receiver(connection, handlers={"*": seen.append})
+            receiver.should_stop = False
+            for _ in receiver.consume(limit=None, timeout=None, safety_interval=0.2):
+                if stopped.is_set():
+                    return
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stopped.set()
+        thread.join(10)
+
+
+def test_a_job_that_finishes_during_a_stop_is_shown_as_succeeded(
+    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+) -> None:
+    """Its task's last event is sent before the worker exits, though events are sent in batches
+    (``worker/event_batches.py``): else Flower would show it started for good."""
+    queue = f"stop-{uuid.uuid4().hex[:6]}"
+    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue, TTSFARM_STOP_GRACE_SECONDS="120")
+    worker = WorkerProcess(env, tmp_path / "events.log", "events", concurrency=2)
+    with task_events(redis_url) as seen, Client(replace(client.settings, queue=queue)) as c:
+        wait_for(lambda: any(e["type"] == "worker-heartbeat" for e in seen), 30, "events to arrive")
+        job_id = c.submit(EXAMPLE[:600])
+        wait_for(lambda: c.status(job_id).state == "running", 60, "the job to start")
+        stop(worker, 150)
+        assert c.status(job_id).state == "succeeded"
+        time.sleep(1)  # anything sent arrives within this
+    mine = [e["type"] for e in seen if e.get("uuid") == job_id]
+    assert mine[-1] == "task-succeeded", mine
 
 
 def test_sigterm_hands_a_job_back_when_the_grace_runs_out(
