@@ -250,10 +250,12 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
             None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
         )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
+        calls_before = redis_calls(args.port)
         before, began = cpu_use(worker.pid, args.redis_pid), time.monotonic()
         capacity = burst(client, args.burst, args.timeout, args.submitters)
         after, wall = cpu_use(worker.pid, args.redis_pid), time.monotonic() - began  # submitters' start too
         capacity["cpu_ms_per_job"] = per_job(before, after, capacity["succeeded"], wall)
+        capacity["redis_calls_per_job"] = calls_per_job(calls_before, redis_calls(args.port), capacity["succeeded"])
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
@@ -281,6 +283,20 @@ def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
         "redis": server.user + server.system,
         "machine": machine_busy_seconds(),
     }
+
+
+def redis_calls(port: int) -> dict[str, int]:
+    """How many times Redis has run each command so far."""
+    stats = redis.Redis(port=port).info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+def calls_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
+    """Redis commands per stored job, by command, busiest first: the worker's and the producers'
+    (submits, and the polls of the jobs' ends), ``total`` among them."""
+    found = {name: (calls - before.get(name, 0)) / max(jobs, 1) for name, calls in after.items()}
+    kept = {name: round(n, 2) for name, n in sorted(found.items(), key=lambda kv: -kv[1]) if n >= 0.05}
+    return {"total": round(sum(found.values()), 2), **kept}
 
 
 def per_job(before: dict[str, float], after: dict[str, float], jobs: int, wall: float) -> dict[str, float]:
@@ -368,6 +384,7 @@ def main() -> None:
         cpu = found.get("burst", {}).get("cpu_ms_per_job") if isinstance(found, dict) else None
         if cpu:
             print(f"{name}, burst: CPU ms per job {json.dumps(cpu)}")
+            print(f"{name}, burst: Redis commands per job {json.dumps(found['burst']['redis_calls_per_job'])}")
     for name, found in results.items():
         for part in ("burst", "open_loop"):
             row = found.get(part) if isinstance(found, dict) else None

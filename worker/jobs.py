@@ -97,13 +97,12 @@ def run_recorded(
     output is stored) once ``stopping()`` is true, and lets permanent and transient errors
     through for the caller to record or retry.
     """
-    recorded = registry.status(job_id)  # one read: the state, the attempts, a cancel request
-    if recorded.state == "succeeded" and recorded.result is not None:
+    recorded = registry.start(job_id)  # the record before: state, attempts, a cancel request
+    if recorded.state == "succeeded" and recorded.result is not None:  # start left it so
         log.info("job %s was already done: returning its recorded result", job_id)
         return recorded.result  # delivered again: a late cancel or a storage outage must not undo it
-    if recorded.cancel_requested:
+    if recorded.cancel_requested:  # start left it so
         raise Cancelled("the job was cancelled before it started")
-    registry.started(job_id)
     # A job that no worker started before cannot have stored a result: look only otherwise
     # (a redelivery, a retry, or a record lost with Redis), saving a storage read per job.
     first_start = recorded.state == "queued" and recorded.attempts == 0

@@ -166,11 +166,33 @@ def test_a_cancel_that_came_too_late_keeps_the_key(redis_url: str) -> None:
     request = JobRequest("Too late to stop.")
     registry.created(request.job_id)
     assert registry.claim_key("late-cancel", request.job_id) == request.job_id
-    registry.started(request.job_id)
+    registry.start(request.job_id)
     registry.request_cancel(request.job_id)
     result = JobResult(request.job_id, "s3://b/k.wav", None, "wav", 22050, 1.0, 10, "0" * 64, ())
     registry.succeeded(request.job_id, result)
     assert registry.claim_key("late-cancel", "another-job") == request.job_id
+
+
+def test_start_records_a_run_unless_the_job_is_done_or_to_be_cancelled(redis_url: str) -> None:
+    registry = JobRegistry(redis_url)
+    queued, done, cancelled, lost = (JobRequest(f"Start number {n}.") for n in range(4))
+    for request in (queued, done, cancelled):
+        registry.created(request.job_id)
+    before = registry.start(queued.job_id)
+    assert (before.state, before.attempts) == ("queued", 0)
+    now = registry.status(queued.job_id)
+    assert (now.state, now.attempts, now.error) == ("running", 1, None) and now.started_at
+    registry.start(done.job_id)
+    result = JobResult(done.job_id, "s3://b/k.wav", None, "wav", 22050, 1.0, 10, "0" * 64, ())
+    registry.succeeded(done.job_id, result)
+    again = registry.start(done.job_id)  # delivered again: left as it was
+    assert (again.state, again.result, again.attempts) == ("succeeded", result, 1)
+    assert registry.status(done.job_id) == again
+    registry.request_cancel(cancelled.job_id)
+    assert registry.start(cancelled.job_id).cancel_requested
+    assert (registry.status(cancelled.job_id).state, registry.status(cancelled.job_id).attempts) == ("cancelled", 0)
+    assert registry.start(lost.job_id).state == "unknown"  # its record lost with Redis: made anew
+    assert (registry.status(lost.job_id).state, registry.status(lost.job_id).attempts) == ("running", 1)
 
 
 def test_submit_many_is_one_call(client: Client, worker: WorkerProcess) -> None:

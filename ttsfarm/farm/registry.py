@@ -102,6 +102,7 @@ class JobRegistry:
     def __init__(self, url: str, tls: Mapping[str, str] | None = None) -> None:
         self.url = url
         self._redis = connect(url, tls)
+        self._start = self._redis.register_script(_START_SCRIPT)  # sent by its digest
 
     def _key(self, job_id: str) -> str:
         return f"{KEY_PREFIX}job:{job_id}"
@@ -178,8 +179,12 @@ class JobRegistry:
     def exists(self, job_id: str) -> bool:
         return bool(self._call("exists", self._key(job_id)))
 
-    def started(self, job_id: str) -> None:
-        self._update(job_id, count="attempts", state="running", started_at=time.time(), error=None)
+    def start(self, job_id: str) -> JobStatus:
+        """The job's status as it was; recorded now as running, one more attempt, unless it had
+        succeeded already or is to be cancelled. One round trip, before each run of a job."""
+        keys, args = [self._key(job_id)], [json.dumps("running"), json.dumps(time.time()), RECORD_TTL_SECONDS]
+        flat = self._reach(self._start, keys=keys, args=args)
+        return _status(job_id, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     def progressed(self, job_id: str, done: int, total: int, audio_seconds: float) -> None:
         self._update(
@@ -262,6 +267,19 @@ class JobRegistry:
         for job_id in job_ids:
             pipe.hgetall(self._key(job_id))
         return [_status(job_id, raw) for job_id, raw in zip(job_ids, self._reach(pipe.execute), strict=True)]
+
+_START_SCRIPT: Final = """
+local record = redis.call('HGETALL', KEYS[1])
+local fields = {}
+for i = 1, #record, 2 do fields[record[i]] = record[i + 1] end
+local done = fields['state'] == '"succeeded"' and fields['result'] and fields['result'] ~= 'null'
+if not done and fields['cancel_requested'] ~= 'true' then
+    redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+    redis.call('HSET', KEYS[1], 'state', ARGV[1], 'started_at', ARGV[2], 'error', 'null')
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return record
+"""
 
 
 def _status(job_id: str, raw: dict[str, str]) -> JobStatus:
