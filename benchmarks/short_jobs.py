@@ -354,6 +354,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="ttsfarm-short-") as folder:
             for variant, count in [(v, n) for v in args.variants for n in args.workers_per_gpu]:
                 name = f"{variant or 'default'} x{count}"
+                seen = sum(1 for key in results if key == name or key.startswith(f"{name} #"))
+                name = f"{name} #{seen + 1}" if seen else name  # a variant named twice: A B B A
                 try:
                     results[name] = measure(variant, count, args, Path(folder))
                 except Exception as error:
