@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
+from bench.farm import start_timeline, stop_workers
 from bench.farm import start_worker as start_farm_worker
-from bench.farm import stop_workers
 from producer import Client
 from producer.client import JobSpec
 from synthesis.staged import STAGES
@@ -307,7 +307,9 @@ def measure(
     log_tail = (folder / f"worker-{label}-0.log").read_text(errors="replace").splitlines()
     marks = ("loaded on", "engine ready", "prepared in")
     engine_lines = [line for line in log_tail if any(mark in line for mark in marks)]
-    return {"ready_s": round(ready_s, 1), "warmup": warm, "timed": timed, "log": engine_lines[-4:]}
+    start = start_timeline(folder / f"worker-{label}-0.log")
+    found = {"ready_s": round(ready_s, 1), "start": start, "warmup": warm, "timed": timed}
+    return {**found, "log": engine_lines[-4:]}
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ from farm_gpu import (
 )
 
 from bench.engines import until_prepared
-from bench.farm import stop_workers
+from bench.farm import start_timeline, stop_workers
 from producer import Client
 from producer.client import JobSpec
 from synthesis.text import split_sentences
@@ -255,7 +255,8 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         capacity = burst(client, args.burst, args.timeout, args.submitters)
         after, wall = cpu_use(worker.pid, args.redis_pid), time.monotonic() - began  # submitters' start too
         capacity["cpu_ms_per_job"] = per_job(before, after, capacity["succeeded"], wall)
-        capacity["redis_calls_per_job"] = calls_per_job(calls_before, redis_calls(args.port), capacity["succeeded"])
+        calls_after = redis_calls(args.port)
+        capacity["redis_calls_per_job"] = calls_per_job(calls_before, calls_after, capacity["succeeded"])
         if profiler is not None:
             profiler.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
@@ -265,7 +266,8 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         stop_workers(workers)
         redis.Redis(port=args.port).flushall()
         shutil.rmtree(storage, ignore_errors=True)
-    row = {"workers": count, "ready_s": round(ready_s, 1), "prepared_s": prepared_s}
+    start = start_timeline(folder / f"worker-{label}-0.log")
+    row = {"workers": count, "ready_s": round(ready_s, 1), "start": start, "prepared_s": prepared_s}
     return {**row, "burst": capacity, "open_loop": loop}
 
 
@@ -386,7 +388,8 @@ def main() -> None:
         cpu = found.get("burst", {}).get("cpu_ms_per_job") if isinstance(found, dict) else None
         if cpu:
             print(f"{name}, burst: CPU ms per job {json.dumps(cpu)}")
-            print(f"{name}, burst: Redis commands per job {json.dumps(found['burst']['redis_calls_per_job'])}")
+            calls = found["burst"]["redis_calls_per_job"]
+            print(f"{name}, burst: Redis commands per job {json.dumps(calls)}")
     for name, found in results.items():
         for part in ("burst", "open_loop"):
             row = found.get(part) if isinstance(found, dict) else None

@@ -26,6 +26,12 @@ from worker.storage_gate import StorageGate
 log = logging.getLogger(__name__)
 
 
+def say_engine_loads(settings: Settings) -> None:
+    """The line before a worker's engine loads (seconds, on a GPU): what it is waiting for."""
+    device = "" if settings.provider == "cpu" else f", GPU {settings.gpu}"
+    log.info("loading the engine: voice %s (provider %s%s)", settings.voice, settings.provider, device)
+
+
 class WorkerResources:
     """What every task in this process shares: the synthesizer, the storage, the registry."""
 
@@ -64,6 +70,7 @@ class WorkerResources:
         with self._lock:
             if self._synthesizer is None:
                 sweep(self.settings.temp_dir)  # temp files of workers that were killed
+                say_engine_loads(self.settings)
                 self._synthesizer = self._build(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))

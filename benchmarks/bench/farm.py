@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,6 +26,19 @@ READY_MARK: Final = " ready."
 """Celery's log line once a worker consumes (after ``ttsfarm worker`` loaded its model)."""
 START_TIMEOUT_SECONDS: Final = 300.0
 POLL_SECONDS: Final = 0.2
+LAUNCHED: Final = "# launched at "
+"""The first line of a worker's log from :func:`start_worker`: when its process was started."""
+START_MARKS: Final = {
+    "first_line": "",
+    "engine_loading": "loading the engine",
+    "voice_loaded": " loaded on ",
+    "engine_ready": "engine ready",
+    "connected": "Connected to ",
+    "ready": READY_MARK,
+}
+"""The steps of a worker's start, by a text of their log line: each step's first line, but the
+last "ready." (with consumers, when the last of them was ready)."""
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
 
 
 def free_port() -> int:
@@ -73,6 +88,8 @@ def start_worker(
         given[given.index("--consumers") + 1] if "--consumers" in given else env.get("TTSFARM_CONSUMERS", 1)
     )
     with log_path.open("wb") as log:
+        log.write(f"{LAUNCHED}{datetime.now().isoformat(sep=' ', timespec='milliseconds')}\n".encode())
+        log.flush()
         process = subprocess.Popen(
             [sys.executable, "-m", "ttsfarm", "worker", *arguments],
             env=env,
@@ -89,6 +106,23 @@ def start_worker(
             raise RuntimeError(f"worker not ready after {timeout:.0f} s (log: {log_path})")
         time.sleep(POLL_SECONDS)
     return process
+
+
+def start_timeline(log_path: Path) -> dict[str, float]:
+    """Seconds from a worker's launch (:func:`start_worker`) to each step of its start
+    (:data:`START_MARKS`) that its log shows: where a start's time goes."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    if not lines or not lines[0].startswith(LAUNCHED):
+        return {}
+    launched = datetime.fromisoformat(lines[0].removeprefix(LAUNCHED))
+    timeline: dict[str, float] = {}
+    for line in lines[1:]:
+        stamp = _STAMP.search(line)
+        for step, mark in START_MARKS.items():
+            if stamp and (step not in timeline or step == "ready") and mark in line:
+                at = datetime.fromisoformat(stamp.group(1).replace(",", "."))
+                timeline[step] = round((at - launched).total_seconds(), 2)
+    return timeline
 
 
 def stop_workers(workers: Sequence[subprocess.Popen[bytes]], grace: float = 60.0) -> None:

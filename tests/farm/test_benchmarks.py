@@ -46,6 +46,8 @@ def test_short_job_load_test_on_the_cpu(tmp_path: Path) -> None:
     assert run["burst"]["producer_limited"] is run["open_loop"]["producer_limited"] is False
     cpu = run["burst"]["cpu_ms_per_job"]
     assert cpu["worker"] > 0 and cpu["machine"] >= cpu["worker"] and cpu["machine_cores_busy"] > 0
+    start = run["start"]  # where the first worker's start went, from its log
+    assert 0 < start["engine_loading"] <= start["engine_ready"] <= start["connected"] <= start["ready"]
     calls = run["burst"]["redis_calls_per_job"]  # each job is taken off its queue once at least
     assert calls["brpop"] >= 1 and calls["total"] > calls["brpop"]
     assert run["open_loop"]["succeeded"] == run["open_loop"]["jobs"] >= 1

@@ -190,7 +190,8 @@ def test_start_records_a_run_unless_the_job_is_done_or_to_be_cancelled(redis_url
     assert registry.status(done.job_id) == again
     registry.request_cancel(cancelled.job_id)
     assert registry.start(cancelled.job_id).cancel_requested
-    assert (registry.status(cancelled.job_id).state, registry.status(cancelled.job_id).attempts) == ("cancelled", 0)
+    left = registry.status(cancelled.job_id)
+    assert (left.state, left.attempts) == ("cancelled", 0)
     assert registry.start(lost.job_id).state == "unknown"  # its record lost with Redis: made anew
     assert (registry.status(lost.job_id).state, registry.status(lost.job_id).attempts) == ("running", 1)
 

@@ -24,16 +24,18 @@ def test_a_ping_sent_when_the_worker_says_ready_is_answered(
 ) -> None:
     queue = f"ready-{uuid.uuid4().hex[:6]}"
     name = f"held-{uuid.uuid4().hex[:6]}"
+    hook = [sys.executable, "-m", "tests.farm.ready_hook_worker", str(tmp_path)]
     env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue)
     with (tmp_path / "worker.log").open("wb") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "tests.farm.ready_hook_worker", str(tmp_path), "-c", "2", "-n", f"{name}@%h"],
+            [*hook, "-c", "2", "-n", f"{name}@%h"],
             env=env,
             stdout=log,
             stderr=log,
         )
     try:
-        wait_for(lambda: (tmp_path / "ready").exists() or worker.poll() is not None, 120, "the worker to start")
+        held = tmp_path / "ready"
+        wait_for(lambda: held.exists() or worker.poll() is not None, 120, "the worker to start")
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
         with Client(replace(client.settings, queue=queue)) as c, ThreadPoolExecutor(1) as pool:
             names = pool.submit(c.workers, 5.0)
