@@ -29,12 +29,13 @@ WORKER_PING_SECONDS: Final = 1.0
 
 
 class WorkerCount:
-    """How many workers answer a ping, looked up at most every READY_CACHE_SECONDS.
+    """How many workers answer a ping, looked up at most every READY_CACHE_SECONDS while some do.
 
     A ping waits WORKER_PING_SECONDS for the answers, so a request never waits for it while
-    workers were seen: an old count is answered and a new one taken in the background. Only
-    with no count yet, or none seen, does the caller wait for the ping (one ping for all who
-    wait), so that a worker that has just come up is seen at once."""
+    workers were seen: an old count is answered and a new one taken in the background. With no
+    count yet, or none seen, the caller waits for a ping, one at a time and shared by those who
+    asked while it was out, and none seen is not kept: a worker that has just come up is seen by
+    the next request (it answers pings from the moment it says ready, ``worker/listening.py``)."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -43,14 +44,15 @@ class WorkerCount:
         self._refreshing = False
 
     def __call__(self) -> int:
+        asked = time.monotonic()
         with self._lock:
             seen = self._seen
-            if seen is not None and time.monotonic() - seen[0] < READY_CACHE_SECONDS:
-                return seen[1]
             if seen is not None and seen[1] > 0:
-                if not self._refreshing:
+                if time.monotonic() - seen[0] >= READY_CACHE_SECONDS and not self._refreshing:
                     self._refreshing = True
                     threading.Thread(target=self._refresh, name="ttsfarm-worker-count", daemon=True).start()
+                return seen[1]
+            if seen is not None and seen[0] >= asked:  # a ping answered while this caller waited
                 return seen[1]
             return self._count()
 

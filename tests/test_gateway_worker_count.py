@@ -49,11 +49,21 @@ def test_an_old_count_is_answered_at_once_and_renewed_behind(monkeypatch: pytest
     assert count() == 3 and pings.pings == 2  # renewed behind the request, once
 
 
-def test_with_no_worker_seen_a_request_waits_for_the_ping(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(farm, "READY_CACHE_SECONDS", 0.1)
+def test_with_no_worker_seen_a_request_waits_for_the_ping() -> None:
     pings = SlowPings(workers=0, seconds=0.2)
     count = WorkerCount(pings)  # type: ignore[arg-type]
     assert count() == 0
-    time.sleep(0.15)
-    pings.workers_now = 1
-    assert timed(count)[0] == 1  # a worker that has just come up is seen by this request
+    pings.workers_now = 1  # well within READY_CACHE_SECONDS of the look that saw none
+    assert timed(count)[0] == 1  # a worker that has just come up is seen by the next request
+
+
+def test_requests_that_wait_together_share_one_ping() -> None:
+    pings = SlowPings(workers=0, seconds=0.3)
+    count = WorkerCount(pings)  # type: ignore[arg-type]
+    answers: list[int] = []
+    waiting = [threading.Thread(target=lambda: answers.append(count())) for _ in range(5)]
+    for thread in waiting:
+        thread.start()
+    for thread in waiting:
+        thread.join()
+    assert answers == [0] * 5 and pings.pings <= 2  # the first ping, and one for those behind it

@@ -3,7 +3,7 @@
 With ``--task-events`` a job makes three events (received, started, succeeded). Celery buffers
 them and publishes what is buffered as one message, but it asks its event loop to publish
 after every single event, so each event was a message of its own: the largest part of a
-one-sentence job's interpreter time in a consumer on 2 CPU cores (decision 0045). This
+one-sentence job's interpreter time in a consumer on 2 CPU cores (decision 0046). This
 consumer publishes at most every :data:`EVENTS_FLUSH_SECONDS`, all events buffered by then in
 one message (Celery's own ``task.multi`` batches, which its event receivers and Flower read).
 

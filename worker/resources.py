@@ -42,6 +42,7 @@ class WorkerResources:
         self.app = app
         self.taking_jobs = threading.Event()
         """Set once Celery says the worker is ready: its engine's preparation begins then."""
+        self._loads_engine = build is None
         self._build = build or partial(build_synthesizer, prepare_after=self.taking_jobs)
         """Makes the synthesizer: the engine in this process, or a consumer's (``worker/consumers.py``)."""
         self._lock = threading.Lock()
@@ -70,7 +71,8 @@ class WorkerResources:
         with self._lock:
             if self._synthesizer is None:
                 sweep(self.settings.temp_dir)  # temp files of workers that were killed
-                say_engine_loads(self.settings)
+                if self._loads_engine:  # a consumer's engine is the host's, loaded there
+                    say_engine_loads(self.settings)
                 self._synthesizer = self._build(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))

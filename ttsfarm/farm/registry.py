@@ -68,6 +68,18 @@ redis.call('HSET', KEYS[1], 'cancel_requested', 'true')
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 """
+_START_SCRIPT: Final = """
+local record = redis.call('HGETALL', KEYS[1])
+local fields = {}
+for i = 1, #record, 2 do fields[record[i]] = record[i + 1] end
+local done = fields['state'] == '"succeeded"' and fields['result'] and fields['result'] ~= 'null'
+if not done and fields['cancel_requested'] ~= 'true' then
+    redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+    redis.call('HSET', KEYS[1], 'state', ARGV[1], 'started_at', ARGV[2], 'error', 'null')
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return record
+"""
 
 
 def connect(url: str, tls: Mapping[str, str] | None = None) -> redis.Redis:
@@ -267,19 +279,6 @@ class JobRegistry:
         for job_id in job_ids:
             pipe.hgetall(self._key(job_id))
         return [_status(job_id, raw) for job_id, raw in zip(job_ids, self._reach(pipe.execute), strict=True)]
-
-_START_SCRIPT: Final = """
-local record = redis.call('HGETALL', KEYS[1])
-local fields = {}
-for i = 1, #record, 2 do fields[record[i]] = record[i + 1] end
-local done = fields['state'] == '"succeeded"' and fields['result'] and fields['result'] ~= 'null'
-if not done and fields['cancel_requested'] ~= 'true' then
-    redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-    redis.call('HSET', KEYS[1], 'state', ARGV[1], 'started_at', ARGV[2], 'error', 'null')
-    redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
-return record
-"""
 
 
 def _status(job_id: str, raw: dict[str, str]) -> JobStatus:
