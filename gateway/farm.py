@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 READY_CACHE_SECONDS: Final = 2.0
 """/readyz answers from its last look for this long: a probe must not flood the workers with pings."""
 WORKER_PING_SECONDS: Final = 1.0
+NONE_SEEN_CACHE_SECONDS: Final = 0.5
+"""A look that saw no worker is answered this long: requests while none is up do not each wait
+for a ping, and a worker that has just come up is seen half a second later at most."""
 
 
 class WorkerCount:
@@ -33,9 +36,9 @@ class WorkerCount:
 
     A ping waits WORKER_PING_SECONDS for the answers, so a request never waits for it while
     workers were seen: an old count is answered and a new one taken in the background. With no
-    count yet, or none seen, the caller waits for a ping, one at a time and shared by those who
-    asked while it was out, and none seen is not kept: a worker that has just come up is seen by
-    the next request (it answers pings from the moment it says ready, ``worker/listening.py``)."""
+    count yet, or none seen more than NONE_SEEN_CACHE_SECONDS ago, the caller waits for a ping,
+    one at a time and shared by those who asked while it was out: a worker that has just come up
+    is seen at once (it answers pings from the moment it says ready, ``worker/listening.py``)."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -52,8 +55,8 @@ class WorkerCount:
                     self._refreshing = True
                     threading.Thread(target=self._refresh, name="ttsfarm-worker-count", daemon=True).start()
                 return seen[1]
-            if seen is not None and seen[0] >= asked:  # a ping answered while this caller waited
-                return seen[1]
+            if seen is not None and (seen[0] >= asked or asked - seen[0] < NONE_SEEN_CACHE_SECONDS):
+                return seen[1]  # none seen just now, or by a ping answered while this caller waited
             return self._count()
 
     def _count(self) -> int:

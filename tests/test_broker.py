@@ -3,7 +3,6 @@ one client per channel, and no second removal for a message the worker settled i
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,44 +10,20 @@ from collections.abc import Iterator
 import pytest
 import redis
 from kombu import Connection
+from kombu.transport import redis as kombu_redis
 
 from tests.conftest import emptied, redis_server
-from worker.broker import SETTLED, install
+from tests.helpers_redis import Monitor
+from worker.broker import SETTLED, Channel
 from worker.leases import INDEX_KEY, Leases
 
-URL = f"{redis_server()}/13"
+URL = f"{redis_server()}/4"  # a database of its own: emptied around each test
 
 
 @pytest.fixture
-def broker() -> Iterator[redis.Redis]:
-    install()
+def broker(monkeypatch: pytest.MonkeyPatch) -> Iterator[redis.Redis]:
+    monkeypatch.setattr(kombu_redis.Transport, "Channel", Channel)  # what install() does, undone after
     yield from emptied(URL)
-
-
-class Monitor:
-    """The commands Redis runs while it watches that name ``word`` (MONITOR: every client's)."""
-
-    def __init__(self, word: str) -> None:
-        self.word, self.seen, self._stop = word, [], threading.Event()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(5)
-
-    def _watch(self) -> None:
-        with redis.Redis.from_url(URL).monitor() as monitor:
-            self._ready.set()
-            for command in monitor.listen():
-                if self.word in command["command"]:
-                    self.seen.append(command["command"].split()[0].upper())
-                if self._stop.is_set():
-                    return
-
-    def stop(self) -> list[str]:
-        self._stop.set()
-        redis.Redis.from_url(URL).ping()  # one more command ends the watch
-        self._thread.join(5)
-        return self.seen
 
 
 def test_a_channel_keeps_its_client_until_its_pool_is_replaced(broker: redis.Redis) -> None:
@@ -75,7 +50,7 @@ def test_a_settled_message_is_acknowledged_without_removing_it_again(broker: red
             leases.settle("job-settled")
             assert broker.zscore(INDEX_KEY, settled.delivery_tag) is None
             assert settled.delivery_tag in SETTLED
-            watch = [Monitor(settled.delivery_tag), Monitor(plain.delivery_tag)]
+            watch = [Monitor(URL, settled.delivery_tag), Monitor(URL, plain.delivery_tag)]
             settled.ack()
             plain.ack()
             deadline = time.monotonic() + 5

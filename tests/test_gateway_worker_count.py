@@ -49,12 +49,16 @@ def test_an_old_count_is_answered_at_once_and_renewed_behind(monkeypatch: pytest
     assert count() == 3 and pings.pings == 2  # renewed behind the request, once
 
 
-def test_with_no_worker_seen_a_request_waits_for_the_ping() -> None:
+def test_with_no_worker_seen_a_request_waits_for_the_ping(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(farm, "NONE_SEEN_CACHE_SECONDS", 0.1)
     pings = SlowPings(workers=0, seconds=0.2)
     count = WorkerCount(pings)  # type: ignore[arg-type]
     assert count() == 0
-    pings.workers_now = 1  # well within READY_CACHE_SECONDS of the look that saw none
-    assert timed(count)[0] == 1  # a worker that has just come up is seen by the next request
+    pings.workers_now = 1
+    seen, took = timed(count)
+    assert (seen, took < 0.05) == (0, True)  # none was seen just now: answered at once
+    time.sleep(0.15)  # well within READY_CACHE_SECONDS of the look that saw none
+    assert timed(count)[0] == 1  # a worker that has just come up is seen by this request
 
 
 def test_requests_that_wait_together_share_one_ping() -> None:

@@ -12,7 +12,7 @@ import redis
 from tests.conftest import emptied, redis_server
 from worker.leases import HELD_GRACE_SECONDS, INDEX_KEY, MESSAGES_KEY, Leases
 
-URL = f"{redis_server()}/12"
+URL = f"{redis_server()}/1"  # a database of its own: emptied around each test
 
 
 @pytest.fixture

@@ -67,6 +67,7 @@ class QoS(kombu_redis.QoS):
             virtual.QoS.ack(self, delivery_tag)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        SETTLED.discard(delivery_tag)  # not one that ended (those are acknowledged), but never kept
         if self._connected():
             super().reject(delivery_tag, requeue)
         else:  # it stays in Redis and is handed out again after the visibility timeout

@@ -7,9 +7,11 @@ one-sentence job's interpreter time in a consumer on 2 CPU cores (decision 0046)
 consumer publishes at most every :data:`EVENTS_FLUSH_SECONDS`, all events buffered by then in
 one message (Celery's own ``task.multi`` batches, which its event receivers and Flower read).
 
-Celery drops the events still buffered when it shuts down; held back for a moment, those of
-the jobs that finished during a warm stop would be among them, and Flower would show those jobs
-started for good. :meth:`Consumer.shutdown` publishes them first: by then every job has ended.
+Events held back for a moment must not be lost where the loop stops before the moment ends:
+Flower would show their jobs started for good. When the worker shuts down (every job has ended
+by then) and when its broker connection is lost (before Celery drops its event dispatcher, which
+keeps only what it failed to send), :class:`Consumer` sends what is buffered first; what cannot
+reach the broker is kept and sent once the connection is back.
 """
 
 from __future__ import annotations
@@ -40,6 +42,16 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         self._flush_armed = False  # first: an event buffered while this publishes arms the next
         self._flush_events()
 
+    def on_close(self) -> None:
+        """The connection was lost: what is buffered goes to the dispatcher's outbound buffer,
+        which Celery carries to the next one (a group buffer it would drop)."""
+        try:
+            self._flush_events()
+        finally:
+            super().on_close()
+
     def shutdown(self) -> None:
-        self._flush_events()  # every job has ended by now: their last events
-        super().shutdown()
+        try:
+            self._flush_events()  # every job has ended by now: their last events
+        finally:
+            super().shutdown()

@@ -332,6 +332,8 @@ def test_speech_answers_504_when_slow_and_503_when_busy(
     idle_env = farm_env(url, s3_endpoint, TTSFARM_QUEUE="nobody-submits-here")
     idle = WorkerProcess(idle_env, tmp_path / "idle-worker.log", "idle", concurrency=1)
     try:
+        readyz = f"{process.url}/readyz"
+        wait_for(lambda: httpx.get(readyz, timeout=10).status_code == 200, 10, "the gateway to see it")
         ask_slow_and_busy(process, url)
     finally:
         idle.stop()

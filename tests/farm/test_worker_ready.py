@@ -6,41 +6,49 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
-from producer import Client
-from tests.farm.conftest import farm_env, wait_for
+import pytest
+import redis
 
-PUBLISHED_SECONDS = 0.5
-"""Time for the ping to be published while the worker is held (it is sent at once)."""
+from producer import Client
+from tests.conftest import emptied
+from tests.farm.conftest import REDIS_SERVER, farm_env, wait_for
+from tests.helpers_redis import Monitor
+from ttsfarm.core.settings import Settings
+
+DATABASE = 3
+URL = f"{REDIS_SERVER}/{DATABASE}"
+"""A database of its own: its broadcasts (kombu names them ``/3.``) are this test's alone."""
+
+
+@pytest.fixture
+def broker() -> Iterator[redis.Redis]:
+    yield from emptied(URL)
 
 
 def test_a_ping_sent_when_the_worker_says_ready_is_answered(
-    redis_url: str, s3_endpoint: str, client: Client, tmp_path: Path
+    broker: redis.Redis, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    queue = f"ready-{uuid.uuid4().hex[:6]}"
     name = f"held-{uuid.uuid4().hex[:6]}"
     hook = [sys.executable, "-m", "tests.farm.ready_hook_worker", str(tmp_path)]
-    env = farm_env(redis_url, s3_endpoint, TTSFARM_QUEUE=queue)
     with (tmp_path / "worker.log").open("wb") as log:
         worker = subprocess.Popen(
-            [*hook, "-c", "2", "-n", f"{name}@%h"],
-            env=env,
-            stdout=log,
-            stderr=log,
+            [*hook, "-c", "2", "-n", f"{name}@%h"], env=farm_env(URL, s3_endpoint), stdout=log, stderr=log
         )
     try:
         held = tmp_path / "ready"
         wait_for(lambda: held.exists() or worker.poll() is not None, 120, "the worker to start")
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        with Client(replace(client.settings, queue=queue)) as c, ThreadPoolExecutor(1) as pool:
-            names = pool.submit(c.workers, 5.0)
-            time.sleep(PUBLISHED_SECONDS)  # the ping is out while the worker's loop has not run
-            (tmp_path / "go").touch()
+        with Client(Settings(broker_url=URL)) as client, ThreadPoolExecutor(1) as pool:
+            sent = Monitor(URL, f"/{DATABASE}.")
+            names = pool.submit(client.workers, 5.0)
+            wait_for(lambda: "PUBLISH" in sent.seen, 10, "the ping to be sent")
+            sent.stop()
+            (tmp_path / "go").touch()  # the worker's loop runs only now
             answered = names.result()
     finally:
         worker.terminate()
