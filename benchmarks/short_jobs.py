@@ -16,7 +16,8 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
 - *burst*: --burst jobs submitted at once, by --submitters processes with one
   ``Client.submit_many`` each; jobs/s from the first submit to the last finish. A GPU worker is
   timed once it has prepared its engine in the background.
-  The CPU each stored job cost the worker, its processes, Redis and the whole machine.
+  The CPU each stored job cost the worker, its processes, Redis and the whole machine, and the
+  Redis commands it took (``--profile-consumers``: py-spy on each consumer, interpreter lock only).
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced,
   from --submitters processes; latency of each job from submit to stored, taken from its own
   job record.
@@ -250,6 +251,10 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
             None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
         )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
+        held = [
+            start_profile(pid, args.out / f"profile-{label}-consumer-{n}-gil.txt", gil=True)
+            for n, pid in enumerate(consumer_pids(worker.pid) if args.profile_consumers else [], 1)
+        ]
         calls_before = redis_calls(args.port)
         before, began = cpu_use(worker.pid, args.redis_pid), time.monotonic()
         capacity = burst(client, args.burst, args.timeout, args.submitters)
@@ -257,8 +262,9 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
         capacity["cpu_ms_per_job"] = per_job(before, after, capacity["succeeded"], wall)
         calls_after = redis_calls(args.port)
         capacity["redis_calls_per_job"] = calls_per_job(calls_before, calls_after, capacity["succeeded"])
-        if profiler is not None:
-            profiler.wait(120)
+        for spy in [profiler, *held]:
+            if spy is not None:
+                spy.wait(120)
         rate = (capacity.get("jobs_per_s") or 1.0) * args.fraction
         loop = open_loop(client, rate, args.seconds, args.timeout, args.submitters)
         client.close()
@@ -269,6 +275,15 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
     start = start_timeline(folder / f"worker-{label}-0.log")
     row = {"workers": count, "ready_s": round(ready_s, 1), "start": start, "prepared_s": prepared_s}
     return {**row, "burst": capacity, "open_loop": loop}
+
+
+def consumer_pids(worker_pid: int) -> list[int]:
+    """The worker's consumer processes (``TTSFARM_CONSUMERS``): its children that multiprocessing
+    spawned (their text processes are their own children)."""
+    import psutil
+
+    children = psutil.Process(worker_pid).children()
+    return [child.pid for child in children if "spawn_main" in " ".join(child.cmdline())]
 
 
 def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
@@ -340,6 +355,11 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="a CPU worker")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU")
     parser.add_argument("--profile", action="store_true", help="py-spy the worker during the burst")
+    parser.add_argument(
+        "--profile-consumers",
+        action="store_true",
+        help="py-spy each consumer during the burst, only the thread holding its interpreter lock",
+    )
     parser.add_argument("--engine-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.engine_only:
