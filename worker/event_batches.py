@@ -48,6 +48,7 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         try:
             self._flush_events()
         finally:
+            self._flush_armed = False  # a flush armed before is not relied on across the reconnect
             super().on_close()
 
     def shutdown(self) -> None:

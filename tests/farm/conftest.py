@@ -7,15 +7,19 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import boto3
 import httpx
 import pytest
 import redis
+from celery import Celery
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from bench.farm import CREDENTIALS, free_port, start_s3, start_worker, stop_workers
@@ -244,3 +248,27 @@ def client(redis_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) ->
     )
     with Client(settings) as farm_client:
         yield farm_client
+
+
+@contextmanager
+def task_events(redis_url: str) -> Iterator[list[dict[str, Any]]]:
+    """The farm's events as a monitor (Flower) receives them, from every worker on this Redis."""
+    seen: list[dict[str, Any]] = []
+    app = Celery(broker=redis_url)
+    stopped = threading.Event()
+
+    def receive() -> None:
+        with app.connection() as connection:
+            receiver = app.events.Receiver(connection, handlers={"*": seen.append})
+            receiver.should_stop = False
+            for _ in receiver.consume(limit=None, timeout=None, safety_interval=0.2):
+                if stopped.is_set():
+                    return
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stopped.set()
+        thread.join(10)

@@ -26,6 +26,7 @@ from tests.farm.conftest import (
     WorkerProcess,
     farm_env,
     free_port,
+    task_events,
     wait_for,
 )
 from ttsfarm.core.settings import Settings
@@ -138,8 +139,12 @@ def test_a_worker_lives_through_a_redis_restart_and_takes_new_jobs(
             if not (persistent or save):  # the record is gone with Redis until the worker records the end
                 wait_for(lambda: client.status(running).state != "unknown", 180, "the job's end recorded")
             first = client.wait(running, timeout=180)
-            later = client.submit_many(["After the restart, one.", "After the restart, two."])
-            results = [client.wait(job_id, timeout=120) for job_id in later]
+            with task_events(own_redis.url) as seen:  # monitors see the jobs after the restart too
+                wait_for(lambda: any(e["type"] == "worker-heartbeat" for e in seen), 30, "events")
+                later = client.submit_many(["After the restart, one.", "After the restart, two."])
+                results = [client.wait(job_id, timeout=120) for job_id in later]
+                succeeded = lambda: {e.get("uuid") for e in seen if e["type"] == "task-succeeded"}  # noqa: E731
+                wait_for(lambda: set(later) <= succeeded(), 5, "their events")
             assert worker.process.poll() is None, worker.log_path.read_text()[-3000:]
             for job_id in [running, *later]:
                 assert client.status(job_id).state == "succeeded"

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import redis
-from celery import Celery
 
 from producer import Client
-from tests.farm.conftest import EXAMPLE, WorkerProcess, farm_env, queue_lists, wait_for, waiting
+from tests.farm.conftest import EXAMPLE, WorkerProcess, farm_env, queue_lists, task_events, wait_for, waiting
 
 
 def stop(worker: WorkerProcess, limit: float) -> float:
@@ -44,30 +39,6 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace(
     assert (status.state, status.attempts) == ("succeeded", 1)
     assert exited < 120, "the worker waited for its job, not for the whole grace"
     print(f"worker exited {exited:.1f} s after SIGTERM, its job finished")
-
-
-@contextmanager
-def task_events(redis_url: str) -> Iterator[list[dict[str, Any]]]:
-    """The farm's events as a monitor (Flower) receives them, from every worker on this Redis."""
-    seen: list[dict[str, Any]] = []
-    app = Celery(broker=redis_url)
-    stopped = threading.Event()
-
-    def receive() -> None:
-        with app.connection() as connection:
-            receiver = app.events.Receiver(connection, handlers={"*": seen.append})
-            receiver.should_stop = False
-            for _ in receiver.consume(limit=None, timeout=None, safety_interval=0.2):
-                if stopped.is_set():
-                    return
-
-    thread = threading.Thread(target=receive, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stopped.set()
-        thread.join(10)
 
 
 def test_a_job_that_finishes_during_a_stop_is_shown_as_succeeded(
