@@ -45,6 +45,7 @@ def load_engine(
     A voice whose graph cannot be cut into stages runs in the single-session engine, with a log
     line saying why; ``staged`` asked for explicitly then does the same.
     """
+    log.info("loading voice %s (provider %s, device %d)", voice.name, options.provider, options.device_id)
     if wants_staged(kind, wants_cuda(options.provider), max_batch):
         from synthesis.staged import StagedEngine  # not imported for the CPU's single session
         from synthesis.stages import UnsupportedGraph

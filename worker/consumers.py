@@ -38,7 +38,6 @@ from synthesis.engine_host import EngineHost
 from ttsfarm.core.settings import Settings
 from ttsfarm.farm.celeryconf import worker_nodes
 from worker.app import default_hostname, prewarmed, run_worker
-from worker.resources import say_engine_loads
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,6 @@ def run_consumers(settings: Settings, hostname: str | None = None, loglevel: str
         host = EngineHost(synthesizer.batcher, settings.temp_dir)
 
         def serve() -> None:  # while the consumers start: they wait on the socket for it
-            say_engine_loads(settings)
             engine = synthesizer.batcher.engine(synthesizer.voice(settings.voice))
             host.serve(engine.on_gpu)
             log.info(

@@ -26,12 +26,6 @@ from worker.storage_gate import StorageGate
 log = logging.getLogger(__name__)
 
 
-def say_engine_loads(settings: Settings) -> None:
-    """The line before a worker's engine loads (seconds, on a GPU): what it is waiting for."""
-    device = "" if settings.provider == "cpu" else f", GPU {settings.gpu}"
-    log.info("loading the engine: voice %s (provider %s%s)", settings.voice, settings.provider, device)
-
-
 class WorkerResources:
     """What every task in this process shares: the synthesizer, the storage, the registry."""
 
@@ -42,7 +36,6 @@ class WorkerResources:
         self.app = app
         self.taking_jobs = threading.Event()
         """Set once Celery says the worker is ready: its engine's preparation begins then."""
-        self._loads_engine = build is None
         self._build = build or partial(build_synthesizer, prepare_after=self.taking_jobs)
         """Makes the synthesizer: the engine in this process, or a consumer's (``worker/consumers.py``)."""
         self._lock = threading.Lock()
@@ -71,8 +64,6 @@ class WorkerResources:
         with self._lock:
             if self._synthesizer is None:
                 sweep(self.settings.temp_dir)  # temp files of workers that were killed
-                if self._loads_engine:  # a consumer's engine is the host's, loaded there
-                    say_engine_loads(self.settings)
                 self._synthesizer = self._build(self.settings)
                 self._synthesizer.frontend.start()
                 engine = self._synthesizer.batcher.engine(self._synthesizer.voice(self.settings.voice))

@@ -30,7 +30,7 @@ LAUNCHED: Final = "# launched at "
 """The first line of a worker's log from :func:`start_worker`: when its process was started."""
 START_MARKS: Final = {
     "first_line": "",
-    "engine_loading": "loading the engine",
+    "engine_loading": "loading voice ",
     "voice_loaded": " loaded on ",
     "engine_ready": "engine ready",
     "connected": "Connected to ",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -123,25 +124,24 @@ class S3Storage:
             raise _translate(error, f"creating bucket {self.bucket}") from None
 
     def put(self, source: Path | IO[bytes], key: str, content_type: str, sha256: str) -> StoredObject:
+        if isinstance(source, Path):
+            with source.open("rb") as file:
+                return self.put(file, key, content_type, sha256)
         object_key = self.object_key(key)
         location = f"s3://{self.bucket}/{object_key}"
         stored, what = StoredObject(location=location, url=self.url(object_key)), f"upload of {location}"
-        size = source.stat().st_size if isinstance(source, Path) else _size(source)
+        size = source.seek(0, os.SEEK_END)
+        source.seek(0)
         extra: dict[str, Any] = {"ContentType": content_type, "Metadata": {SHA256_METADATA: sha256}}
         try:
             if size <= SINGLE_REQUEST_BYTES:
-                body = source.read_bytes() if isinstance(source, Path) else _read_all(source)
                 checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
                 self.client.put_object(
-                    Bucket=self.bucket, Key=object_key, Body=body, ChecksumSHA256=checksum, **extra
+                    Bucket=self.bucket, Key=object_key, Body=source.read(), ChecksumSHA256=checksum, **extra
                 )
                 return stored
             extra["ChecksumAlgorithm"] = "SHA256"  # the store verifies every part against it on receipt
-            if isinstance(source, Path):
-                self.client.upload_file(str(source), self.bucket, object_key, ExtraArgs=extra)
-            else:
-                source.seek(0)
-                self.client.upload_fileobj(source, self.bucket, object_key, ExtraArgs=extra)
+            self.client.upload_fileobj(source, self.bucket, object_key, ExtraArgs=extra)
             head = self.client.head_object(Bucket=self.bucket, Key=object_key)
         except _ERRORS as error:
             raise _translate(error, what) from None
@@ -235,13 +235,3 @@ class S3Storage:
                 raise _translate(error, f"download of {key}") from None
             except OSError as error:
                 raise write_error(target, error) from None
-
-
-def _size(handle: IO[bytes]) -> int:
-    handle.seek(0, 2)
-    return handle.tell()
-
-
-def _read_all(handle: IO[bytes]) -> bytes:
-    handle.seek(0)
-    return handle.read()
