@@ -232,15 +232,17 @@ def per_batch_ms(before: dict[str, float], after: dict[str, float]) -> dict[str,
 
 
 def start_profile(
-    pid: int, path: Path, seconds: int = 8, gil: bool = False
+    pid: int, path: Path, seconds: int = 8, gil: bool = False, rate: int = 100
 ) -> subprocess.Popen[bytes] | None:
-    """py-spy's samples of a worker as folded stacks: every thread, its text processes too; or
-    with ``gil`` only the thread that holds the GIL, which is what the worker's Python queues on."""
+    """py-spy's samples of a worker as folded stacks, ``rate`` a second: every thread, its text
+    processes too; or with ``gil`` only the thread that holds the GIL, which is what the
+    worker's Python queues on."""
     spy = shutil.which("py-spy")
     if spy is None:
         print("no py-spy on PATH: no profile", flush=True)
         return None
-    command = [spy, "record", "--pid", str(pid), "--duration", str(seconds), "--format", "raw"]
+    command = [spy, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", str(rate)]
+    command += ["--format", "raw"]
     command += ["--gil"] if gil else ["--subprocesses"]
     return subprocess.Popen([*command, "--nonblocking", "--output", str(path)])
 

@@ -17,7 +17,8 @@ prose (8 to 30 words, about 3 to 10 s of audio each), submitted through ``Client
   ``Client.submit_many`` each; jobs/s from the first submit to the last finish. A GPU worker is
   timed once it has prepared its engine in the background.
   The CPU each stored job cost the worker, its processes, Redis and the whole machine, and the
-  Redis commands it took (``--profile-consumers``: py-spy on each consumer, interpreter lock only).
+  Redis commands it took (``--profile-consumers``: py-spy on the engine's process and each
+  consumer, interpreter lock only).
 - *open loop*: jobs submitted at --fraction of the burst rate for --seconds, evenly spaced,
   from --submitters processes; latency of each job from submit to stored, taken from its own
   job record.
@@ -251,9 +252,15 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
             None if cpu else wait_prepared([folder / f"worker-{label}-{n}.log" for n in range(count)])
         )
         profiler = start_profile(worker.pid, args.out / f"profile-{label}.txt") if args.profile else None
-        held = [
-            start_profile(pid, args.out / f"profile-{label}-consumer-{n}-gil.txt", gil=True)
-            for n, pid in enumerate(consumer_pids(worker.pid) if args.profile_consumers else [], 1)
+        held = [  # the engine's process ("host") and each consumer, the lock's holder only
+            start_profile(
+                pid,
+                args.out / f"profile-{label}-{name}-gil.txt",
+                seconds=args.profile_seconds,
+                gil=True,
+                rate=1000,
+            )
+            for name, pid in (profiled_processes(worker.pid) if args.profile_consumers else [])
         ]
         calls_before = redis_calls(args.port)
         before, began = cpu_use(worker.pid, args.redis_pid), time.monotonic()
@@ -275,6 +282,13 @@ def measure(variant: str, count: int, args: argparse.Namespace, folder: Path) ->
     start = start_timeline(folder / f"worker-{label}-0.log")
     row = {"workers": count, "ready_s": round(ready_s, 1), "start": start, "prepared_s": prepared_s}
     return {**row, "burst": capacity, "open_loop": loop}
+
+
+def profiled_processes(worker_pid: int) -> list[tuple[str, int]]:
+    """What ``--profile-consumers`` samples: the worker's own process, which runs the engine's
+    batcher for every consumer, and each consumer."""
+    consumers = [(f"consumer-{n}", pid) for n, pid in enumerate(consumer_pids(worker_pid), 1)]
+    return [("host", worker_pid), *consumers]
 
 
 def consumer_pids(worker_pid: int) -> list[int]:
@@ -358,7 +372,11 @@ def main() -> None:
     parser.add_argument(
         "--profile-consumers",
         action="store_true",
-        help="py-spy each consumer during the burst, only the thread holding its interpreter lock",
+        help="py-spy the engine's process and each consumer during the burst, only the thread "
+        "holding the interpreter lock (1,000 samples a second)",
+    )
+    parser.add_argument(
+        "--profile-seconds", type=int, default=30, help="how long --profile-consumers samples"
     )
     parser.add_argument("--engine-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
