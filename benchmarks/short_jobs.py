@@ -39,6 +39,7 @@ Prints a table and writes DIR/short_jobs.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -302,15 +303,22 @@ def consumer_pids(worker_pid: int) -> list[int]:
 
 def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
     """CPU seconds so far: the worker's own process (with consumers, the one that owns the
-    engine), its child processes (consumers, text and finishing processes), Redis, and every
-    process of the machine (the producers and this script too)."""
+    engine), its child processes (consumers, text and finishing processes), of those the
+    consumers alone (``consumers_own``: each one's interpreter, without its text processes),
+    Redis, and every process of the machine (the producers and this script too)."""
     import psutil
 
     own, children = cpu_seconds(worker_pid) or (0.0, 0.0)
+    consumers = 0.0
+    for pid in consumer_pids(worker_pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = psutil.Process(pid).cpu_times()
+            consumers += times.user + times.system
     server = psutil.Process(redis_pid).cpu_times()
     return {
         "worker": own,
         "its_processes": children,
+        "consumers_own": consumers,
         "redis": server.user + server.system,
         "machine": machine_busy_seconds(),
     }
