@@ -325,17 +325,22 @@ def cpu_use(worker_pid: int, redis_pid: int) -> dict[str, float]:
 
 
 def redis_calls(port: int) -> dict[str, int]:
-    """How many times Redis has run each command so far."""
-    stats = redis.Redis(port=port).info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    """How many times Redis has run each command so far, and accepted a connection
+    (``connections``: a client that connects anew for a command shows here)."""
+    server = redis.Redis(port=port)
+    stats = server.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    return {**calls, "connections": int(server.info("stats")["total_connections_received"])}
 
 
 def calls_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
     """Redis commands per stored job, by command, busiest first: the worker's and the producers'
-    (submits, and the polls of the jobs' ends), ``total`` among them."""
+    (submits, and the polls of the jobs' ends), ``total`` among them; and the connections Redis
+    accepted per job."""
     found = {name: (calls - before.get(name, 0)) / max(jobs, 1) for name, calls in after.items()}
+    connections = found.pop("connections", 0.0)
     kept = {name: round(n, 2) for name, n in sorted(found.items(), key=lambda kv: -kv[1]) if n >= 0.05}
-    return {"total": round(sum(found.values()), 2), **kept}
+    return {"total": round(sum(found.values()), 2), **kept, "connections": round(connections, 2)}
 
 
 def per_job(before: dict[str, float], after: dict[str, float], jobs: int, wall: float) -> dict[str, float]:
